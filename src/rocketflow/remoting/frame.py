@@ -1,0 +1,324 @@
+"""Frames: encoding a `RemotingCommand` to bytes and an incremental decoder (no I/O).
+
+Layout (PROTOCOL.md 1.1): ``[i32 length][u8 serialize type][u24 header length][header][body]``
+where ``length`` counts everything after itself.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Final
+
+import orjson
+
+from rocketflow.remoting.codes import LanguageCode, SerializeType
+from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.errors import (
+    FrameTooLargeError,
+    MalformedFrameError,
+    MalformedHeaderError,
+    ProtocolError,
+)
+
+#: Netty's default `com.rocketmq.remoting.frameMaxLength`: the whole frame, length field included.
+DEFAULT_MAX_FRAME_SIZE: Final = 16 * 1024 * 1024
+MAX_HEADER_LENGTH: Final = 0xFFFFFF
+
+_I32 = struct.Struct(">i")
+_I32_I32 = struct.Struct(">iI")
+_BINARY_FIXED = struct.Struct(">hBhii")
+_I16 = struct.Struct(">h")
+
+
+# --------------------------------------------------------------------------- JSON header
+
+
+def _ext_value(key: str, value: Any) -> str | None:
+    """Ext-field values as Java holds them: strings (numbers and booleans `toString()`-ed)."""
+    if isinstance(value, str):
+        return value
+    if value is None:
+        return None
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, int | float):
+        return str(value)
+    # Nested structures never occur in real traffic; keep them as their JSON text.
+    return orjson.dumps(value).decode()
+
+
+def encode_json_header(command: RemotingCommand) -> bytes:
+    """The header as fastjson writes it: keys sorted, nulls omitted, language as a name."""
+    header: dict[str, Any] = {"code": command.code, "extFields": command.ext_fields, "flag": command.flag,
+                              "language": command.language.name, "opaque": command.opaque}
+    if command.remark is not None:
+        header["remark"] = command.remark
+    header["serializeTypeCurrentRPC"] = "JSON"
+    header["version"] = command.version
+    return orjson.dumps(header)
+
+
+def _int_field(header: dict[str, Any], name: str, default: int) -> int:
+    value = header.get(name, default)
+    if value is None:
+        return default
+    if isinstance(value, bool):
+        raise MalformedHeaderError(f"header field {name!r} must be an integer, got a boolean")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip())
+        except ValueError:
+            pass
+    raise MalformedHeaderError(f"header field {name!r} must be an integer, got {value!r}")
+
+
+def decode_json_header(data: bytes | memoryview, body: bytes) -> RemotingCommand:
+    """Decode a JSON header, tolerant of what real clients send (trailing newline, unknown keys,
+    numbers and booleans as ext-field values)."""
+    try:
+        header = orjson.loads(data)
+    except orjson.JSONDecodeError as exc:
+        raise MalformedHeaderError(f"header is not valid JSON: {exc}") from None
+    if not isinstance(header, dict):
+        raise MalformedHeaderError("header JSON is not an object")
+    if "code" not in header:
+        raise MalformedHeaderError("header has no 'code'")
+    raw_ext = header.get("extFields")
+    ext_fields: dict[str, str] = {}
+    if raw_ext is not None:
+        if not isinstance(raw_ext, dict):
+            raise MalformedHeaderError("header 'extFields' is not an object")
+        for key, value in raw_ext.items():
+            text = _ext_value(key, value)
+            if text is not None:
+                ext_fields[key] = text
+    remark = header.get("remark")
+    if remark is not None and not isinstance(remark, str):
+        remark = str(remark)
+    return RemotingCommand(
+        code=_int_field(header, "code", 0),
+        language=LanguageCode.parse(header.get("language", "JAVA")),
+        version=_int_field(header, "version", 0),
+        opaque=_int_field(header, "opaque", 0),
+        flag=_int_field(header, "flag", 0),
+        remark=remark,
+        ext_fields=ext_fields,
+        body=body,
+    )
+
+
+# --------------------------------------------------------------------------- binary header
+
+
+def encode_binary_header(command: RemotingCommand) -> bytes:
+    """The ROCKETMQ binary header (serialize type 1, `RocketMQSerializable`)."""
+    parts = [
+        _BINARY_FIXED.pack(
+            _to_i16(command.code), int(command.language) & 0xFF, _to_i16(command.version),
+            _to_i32(command.opaque), _to_i32(command.flag),
+        )
+    ]
+    remark = command.remark.encode() if command.remark else b""
+    parts.append(_I32.pack(len(remark)))
+    parts.append(remark)
+    ext_parts: list[bytes] = []
+    for key, value in command.ext_fields.items():
+        key_bytes = key.encode()
+        value_bytes = value.encode()
+        ext_parts += [_I16.pack(len(key_bytes)), key_bytes, _I32.pack(len(value_bytes)), value_bytes]
+    ext_block = b"".join(ext_parts)
+    parts.append(_I32.pack(len(ext_block)))
+    parts.append(ext_block)
+    return b"".join(parts)
+
+
+def _to_i16(value: int) -> int:
+    value &= 0xFFFF
+    return value - 0x10000 if value >= 0x8000 else value
+
+
+def _to_i32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - 0x100000000 if value >= 0x80000000 else value
+
+
+def decode_binary_header(data: bytes | memoryview, body: bytes) -> RemotingCommand:
+    """Decode a ROCKETMQ binary header; lengths that run past the header are rejected."""
+    view = memoryview(data)
+    size = len(view)
+    if size < _BINARY_FIXED.size + 8:
+        raise MalformedHeaderError(f"binary header of {size} bytes is shorter than its fixed part")
+    code, language, version, opaque, flag = _BINARY_FIXED.unpack_from(view, 0)
+    pos = _BINARY_FIXED.size
+    (remark_len,) = _I32.unpack_from(view, pos)
+    pos += 4
+    if remark_len < 0 or remark_len > size - pos:
+        raise MalformedHeaderError(f"binary header remark length {remark_len} is out of range")
+    remark = _utf8(view[pos : pos + remark_len], "remark") if remark_len else None
+    pos += remark_len
+    if size - pos < 4:
+        raise MalformedHeaderError("binary header ends before its ext-fields length")
+    (ext_len,) = _I32.unpack_from(view, pos)
+    pos += 4
+    if ext_len < 0 or ext_len > size - pos:
+        raise MalformedHeaderError(f"binary header ext-fields length {ext_len} is out of range")
+    end = pos + ext_len
+    ext_fields: dict[str, str] = {}
+    while pos < end:
+        if end - pos < 2:
+            raise MalformedHeaderError("binary ext-fields block is truncated at a key length")
+        (key_len,) = _I16.unpack_from(view, pos)
+        pos += 2
+        if key_len < 0 or key_len > end - pos:
+            raise MalformedHeaderError(f"binary ext-field key length {key_len} is out of range")
+        key = _utf8(view[pos : pos + key_len], "ext-field key")
+        pos += key_len
+        if end - pos < 4:
+            raise MalformedHeaderError("binary ext-fields block is truncated at a value length")
+        (value_len,) = _I32.unpack_from(view, pos)
+        pos += 4
+        if value_len < 0 or value_len > end - pos:
+            raise MalformedHeaderError(f"binary ext-field value length {value_len} is out of range")
+        ext_fields[key] = _utf8(view[pos : pos + value_len], "ext-field value")
+        pos += value_len
+    return RemotingCommand(
+        code=code,
+        language=LanguageCode.parse(language),
+        version=version,
+        opaque=opaque,
+        flag=flag,
+        remark=remark,
+        ext_fields=ext_fields,
+        body=body,
+    )
+
+
+def _utf8(data: memoryview, what: str) -> str:
+    try:
+        return str(data, "utf-8")
+    except UnicodeDecodeError:
+        raise MalformedHeaderError(f"binary header {what} is not valid UTF-8") from None
+
+
+# --------------------------------------------------------------------------- frames
+
+
+def encode_frame(command: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON) -> bytes:
+    """The full frame for a command, length prefix included."""
+    if serialize_type == SerializeType.JSON:
+        header = encode_json_header(command)
+    else:
+        header = encode_binary_header(command)
+    header_len = len(header)
+    if header_len > MAX_HEADER_LENGTH:
+        raise MalformedHeaderError(f"header of {header_len} bytes does not fit the 24-bit length field")
+    body = command.body
+    return b"".join(
+        (_I32_I32.pack(4 + header_len + len(body), (int(serialize_type) << 24) | header_len), header, body)
+    )
+
+
+def decode_frame_payload(payload: bytes | memoryview) -> RemotingCommand:
+    """Decode one frame without its leading 4-byte length (what Netty's frame decoder hands on)."""
+    view = memoryview(payload)
+    if len(view) < 4:
+        raise MalformedFrameError(f"frame of {len(view)} bytes has no header-length word")
+    (word,) = _I32.unpack_from(view, 0)
+    serialize_type = (word >> 24) & 0xFF
+    header_len = word & 0xFFFFFF
+    if header_len > len(view) - 4:
+        raise MalformedFrameError(f"header length {header_len} exceeds the frame ({len(view) - 4} bytes)")
+    header = view[4 : 4 + header_len]
+    body = bytes(view[4 + header_len :])
+    if serialize_type == SerializeType.JSON:
+        return decode_json_header(header, body)
+    if serialize_type == SerializeType.ROCKETMQ:
+        return decode_binary_header(header, body)
+    raise MalformedHeaderError(f"unknown serialize type {serialize_type}")
+
+
+def decode_frame(frame: bytes | memoryview) -> RemotingCommand:
+    """Decode exactly one complete frame (length prefix included)."""
+    decoder = FrameDecoder()
+    commands = decoder.feed(frame)
+    if decoder.error is not None:
+        raise decoder.error
+    if len(commands) != 1 or decoder.buffered:
+        raise MalformedFrameError(
+            f"expected exactly one frame, got {len(commands)} and {decoder.buffered} extra bytes"
+        )
+    return commands[0]
+
+
+class FrameDecoder:
+    """Incremental frame decoder: `feed(bytes)` returns every command completed so far.
+
+    A malformed frame raises a `ProtocolError`; the stream is then out of sync and the caller
+    closes the connection. Frames that were complete before the bad one are not lost: they are
+    returned by that `feed` call, and the error is raised by the next one (see `error`).
+    """
+
+    __slots__ = ("_buffer", "_error", "max_frame_size")
+
+    def __init__(self, max_frame_size: int = DEFAULT_MAX_FRAME_SIZE) -> None:
+        self.max_frame_size = max_frame_size
+        self._buffer = bytearray()
+        self._error: ProtocolError | None = None
+
+    @property
+    def buffered(self) -> int:
+        """Bytes received but not yet part of a complete frame."""
+        return len(self._buffer)
+
+    @property
+    def error(self) -> ProtocolError | None:
+        """The error that put this stream out of sync, if any; every later `feed` raises it."""
+        return self._error
+
+    def feed(self, data: bytes | bytearray | memoryview) -> list[RemotingCommand]:
+        if self._error is not None:
+            raise self._error
+        buffer = self._buffer
+        buffer += data
+        commands: list[RemotingCommand] = []
+        pos = 0
+        size = len(buffer)
+        try:
+            while size - pos >= 4:
+                (length,) = _I32.unpack_from(buffer, pos)
+                if length < 4:
+                    raise MalformedFrameError(f"frame length {length} is too small")
+                if length + 4 > self.max_frame_size:
+                    raise FrameTooLargeError(
+                        f"frame of {length + 4} bytes exceeds the maximum of {self.max_frame_size}"
+                    )
+                if size - pos - 4 < length:
+                    break
+                start = pos + 4
+                with memoryview(buffer) as view:
+                    commands.append(decode_frame_payload(view[start : start + length]))
+                pos = start + length
+        except ProtocolError as exc:
+            self._error = exc
+            buffer.clear()
+            if not commands:
+                raise
+            return commands
+        if pos:
+            del buffer[:pos]
+        return commands
+
+
+__all__ = [
+    "DEFAULT_MAX_FRAME_SIZE",
+    "FrameDecoder",
+    "decode_binary_header",
+    "decode_frame",
+    "decode_frame_payload",
+    "decode_json_header",
+    "encode_binary_header",
+    "encode_frame",
+    "encode_json_header",
+]
