@@ -302,7 +302,8 @@ class FrameDecoder:
                 pos = start + length
         except ProtocolError as exc:
             self._error = exc
-            buffer.clear()
+            # Rebind rather than clear: the traceback may still pin a memoryview of the old buffer.
+            self._buffer = bytearray()
             if not commands:
                 raise
             return commands
