@@ -1,0 +1,90 @@
+"""System flags: of a stored message (`MessageSysFlag`) and of a pull request (`PullSysFlag`).
+
+PROTOCOL.md 3.1 and 3.2.
+"""
+
+from __future__ import annotations
+
+from enum import IntFlag
+from typing import Final
+
+
+class MessageSysFlag(IntFlag):
+    """Bits of a message's ``sysFlag`` (the record's SYSFLAG field and the send header's ``sysFlag``).
+
+    Bits 2-3 hold one transaction type rather than two flags: read them with `transaction_value`.
+    """
+
+    TRANSACTION_NOT_TYPE = 0x0
+    COMPRESSED = 0x1
+    MULTI_TAGS = 0x2
+    TRANSACTION_PREPARED = 0x4
+    TRANSACTION_COMMIT = 0x8
+    TRANSACTION_ROLLBACK = 0xC
+    BORNHOST_V6 = 0x10
+    STOREHOST_V6 = 0x20
+
+
+#: The two bits that hold the transaction type.
+TRANSACTION_TYPE_MASK: Final = 0xC
+
+
+def transaction_value(flag: int) -> int:
+    """The transaction type of ``flag``: 0 (not transactional), 0x4, 0x8 or 0xC."""
+    return int(flag) & TRANSACTION_TYPE_MASK
+
+
+def reset_transaction_value(flag: int, transaction_type: int) -> int:
+    """``flag`` with its transaction bits replaced by ``transaction_type``."""
+    return (int(flag) & ~TRANSACTION_TYPE_MASK) | (int(transaction_type) & TRANSACTION_TYPE_MASK)
+
+
+def clear_compressed_flag(flag: int) -> int:
+    """``flag`` without the COMPRESSED bit."""
+    # Plain ints on purpose: ``~`` of an IntFlag member only inverts within the members' bits.
+    return int(flag) & ~int(MessageSysFlag.COMPRESSED)
+
+
+class PullSysFlag(IntFlag):
+    """Bits of a PULL_MESSAGE request's ``sysFlag`` header field."""
+
+    COMMIT_OFFSET = 0x1
+    SUSPEND = 0x2
+    SUBSCRIPTION = 0x4
+    CLASS_FILTER = 0x8
+    LITE_PULL = 0x10
+
+
+def build_pull_sys_flag(
+    commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool, lite_pull: bool = False
+) -> int:
+    """The pull ``sysFlag`` value for these options (a plain int, ready for a header field)."""
+    flag = 0
+    if commit_offset:
+        flag |= PullSysFlag.COMMIT_OFFSET
+    if suspend:
+        flag |= PullSysFlag.SUSPEND
+    if subscription:
+        flag |= PullSysFlag.SUBSCRIPTION
+    if class_filter:
+        flag |= PullSysFlag.CLASS_FILTER
+    if lite_pull:
+        flag |= PullSysFlag.LITE_PULL
+    return int(flag)
+
+
+def clear_commit_offset_flag(flag: int) -> int:
+    """``flag`` without COMMIT_OFFSET (what a consumer does when it pulls from a slave)."""
+    return int(flag) & ~int(PullSysFlag.COMMIT_OFFSET)
+
+
+__all__ = [
+    "TRANSACTION_TYPE_MASK",
+    "MessageSysFlag",
+    "PullSysFlag",
+    "build_pull_sys_flag",
+    "clear_commit_offset_flag",
+    "clear_compressed_flag",
+    "reset_transaction_value",
+    "transaction_value",
+]
