@@ -1,0 +1,7 @@
+"""The name server: broker registration and topic routes."""
+
+from rocketflow.namesrv.config import DEFAULT_NAMESRV_PORT, NamesrvConfig
+from rocketflow.namesrv.route_info_manager import RouteInfoManager
+from rocketflow.namesrv.server import NameServer
+
+__all__ = ["DEFAULT_NAMESRV_PORT", "NameServer", "NamesrvConfig", "RouteInfoManager"]

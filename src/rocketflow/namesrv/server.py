@@ -1,0 +1,81 @@
+"""`NameServer`: the routing service brokers register with and clients ask for routes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+
+from rocketflow.namesrv.config import NamesrvConfig
+from rocketflow.namesrv.kv_config import KVConfigManager
+from rocketflow.namesrv.processor import NamesrvProcessor
+from rocketflow.namesrv.route_info_manager import RouteInfoManager
+from rocketflow.net import Channel, RemotingServer
+
+logger = logging.getLogger("rocketflow.namesrv")
+
+
+class NameServer:
+    """A RocketMQ 4.x compatible name server on one asyncio loop."""
+
+    def __init__(self, config: NamesrvConfig | None = None) -> None:
+        self.config = config or NamesrvConfig()
+        self.routes = RouteInfoManager()
+        self.kv_config = KVConfigManager(path=self.config.kv_config_path)
+        self.server = RemotingServer(
+            self.config.host,
+            self.config.port,
+            name="namesrv",
+            channel_max_idle_seconds=self.config.channel_max_idle_seconds,
+            on_close=self._on_channel_close,
+        )
+        NamesrvProcessor(self.config, self.routes, self.kv_config).register_to(self.server)
+        self._scanner: asyncio.Task[None] | None = None
+
+    @property
+    def address(self) -> str:
+        return self.server.address
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    async def start(self) -> None:
+        self.kv_config.load()
+        await self.server.start()
+        self._scanner = asyncio.get_running_loop().create_task(self._scan_loop())
+        logger.info("name server listening on %s", self.address)
+
+    async def stop(self) -> None:
+        if self._scanner is not None:
+            self._scanner.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._scanner
+            self._scanner = None
+        await self.server.stop()
+        logger.info("name server on %s stopped", self.address)
+
+    async def __aenter__(self) -> NameServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    def _on_channel_close(self, channel: Channel) -> None:
+        self.routes.on_channel_destroy(channel.remote_address, channel.id)
+
+    async def _scan_loop(self) -> None:
+        await asyncio.sleep(self.config.scan_initial_delay_seconds)
+        expired_ms = int(self.config.broker_channel_expired_seconds * 1000)
+        while True:
+            try:
+                expired = self.routes.scan_not_active_brokers(expired_ms)
+                if expired:
+                    ids = {live.channel_id for live in expired}
+                    for channel in self.server.channels:
+                        if channel.id in ids:
+                            channel.close()
+            except Exception:
+                logger.exception("broker expiry scan failed")
+            await asyncio.sleep(self.config.scan_not_active_broker_interval_seconds)
