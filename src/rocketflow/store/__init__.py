@@ -1,0 +1,32 @@
+"""The broker's disk store: commit log, consume queues, index, flush, recovery, retention, config files."""
+
+from rocketflow.store.commit_log import AppendResult, PutMessageRequest, PutMessageStatus
+from rocketflow.store.config import BrokerRole, FlushDiskType, StoreConfig
+from rocketflow.store.errors import StoreCorruptError, StoreError, StoreLockedError, StoreNotRunningError
+from rocketflow.store.message_store import (
+    GetMessageResult,
+    GetMessageStatus,
+    MessageFilter,
+    MessageStore,
+    QueryMessageResult,
+    TagsCodeFilter,
+)
+
+__all__ = [
+    "AppendResult",
+    "BrokerRole",
+    "FlushDiskType",
+    "GetMessageResult",
+    "GetMessageStatus",
+    "MessageFilter",
+    "MessageStore",
+    "PutMessageRequest",
+    "PutMessageStatus",
+    "QueryMessageResult",
+    "StoreConfig",
+    "StoreCorruptError",
+    "StoreError",
+    "StoreLockedError",
+    "StoreNotRunningError",
+    "TagsCodeFilter",
+]

@@ -1,0 +1,547 @@
+"""The commit log: every message of every topic, appended as PROTOCOL.md 3.3 records to segment files."""
+
+from __future__ import annotations
+
+import enum
+import functools
+import logging
+import struct
+import threading
+import time
+import zlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from rocketflow.protocol.codec import (
+    BLANK_MAGIC_CODE,
+    MAGIC_CODE,
+    RECORD_FIXED_SIZE_V4,
+    RecordDecodeError,
+    decode_record,
+)
+from rocketflow.protocol.ids import HOST_SIZE_V6, offset_msg_id_from_packed, pack_host
+from rocketflow.protocol.message import MessageConst, MessageExt
+from rocketflow.protocol.properties import InvalidPropertyError, encode_properties_bytes
+from rocketflow.protocol.sysflag import MessageSysFlag
+from rocketflow.protocol.tags import tags_code as compute_tags_code
+from rocketflow.store.config import StoreConfig
+from rocketflow.store.mapped_file import MappedFile, MappedFileQueue
+
+log = logging.getLogger(__name__)
+
+_BLANK = struct.Struct(">ii")
+_I16 = struct.Struct(">h")
+_I32 = struct.Struct(">i")
+_HEADS = {
+    (False, False): struct.Struct(">iiiiiqqiq8sq8siqi"),
+    (True, False): struct.Struct(">iiiiiqqiq20sq8siqi"),
+    (False, True): struct.Struct(">iiiiiqqiq8sq20siqi"),
+    (True, True): struct.Struct(">iiiiiqqiq20sq20siqi"),
+}
+_HEAD_V4 = _HEADS[(False, False)]
+_V6_BITS = int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
+_BORN_V6 = int(MessageSysFlag.BORNHOST_V6)
+_STORE_V6 = int(MessageSysFlag.STOREHOST_V6)
+_TRANSACTION_MASK = 0xC
+_PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
+_ROLLBACK = int(MessageSysFlag.TRANSACTION_ROLLBACK)
+#: The blank end-of-segment record takes 8 bytes, so a record needs that much room after it.
+END_FILE_MIN_BLANK_LENGTH = 8
+
+
+class PutMessageStatus(enum.Enum):
+    """Outcome of a put (RocketMQ's `PutMessageStatus`)."""
+
+    PUT_OK = "PUT_OK"
+    FLUSH_DISK_TIMEOUT = "FLUSH_DISK_TIMEOUT"
+    FLUSH_SLAVE_TIMEOUT = "FLUSH_SLAVE_TIMEOUT"
+    SLAVE_NOT_AVAILABLE = "SLAVE_NOT_AVAILABLE"
+    SERVICE_NOT_AVAILABLE = "SERVICE_NOT_AVAILABLE"
+    CREATE_MAPPED_FILE_FAILED = "CREATE_MAPPED_FILE_FAILED"
+    MESSAGE_ILLEGAL = "MESSAGE_ILLEGAL"
+    PROPERTIES_SIZE_EXCEEDED = "PROPERTIES_SIZE_EXCEEDED"
+    OS_PAGE_CACHE_BUSY = "OS_PAGE_CACHE_BUSY"
+    UNKNOWN_ERROR = "UNKNOWN_ERROR"
+
+    @property
+    def is_ok(self) -> bool:
+        return self is PutMessageStatus.PUT_OK
+
+
+@functools.lru_cache(maxsize=1024)
+def _packed_host(host: str, port: int) -> bytes:
+    return pack_host(host, port)
+
+
+def packed_host(host: tuple[str, int] | bytes) -> bytes:
+    """A host as records store it (8 or 20 bytes), from `(ip, port)` or already packed bytes."""
+    if isinstance(host, bytes):
+        if len(host) not in (8, 20):
+            raise ValueError(f"a packed host is 8 or 20 bytes, got {len(host)}")
+        return host
+    return _packed_host(host[0], host[1])
+
+
+@functools.lru_cache(maxsize=4096)
+def _topic_part(topic: str) -> bytes:
+    raw = topic.encode("utf-8")
+    if len(raw) > 127:
+        raise ValueError(f"topic is {len(raw)} bytes in UTF-8, at most 127 allowed")
+    return bytes((len(raw),)) + raw
+
+
+@dataclass(slots=True)
+class PutMessageRequest:
+    """One message to store, as the broker hands it over (already routed to topic and queue).
+
+    ``properties_bytes`` is the encoded properties string (UTF-8); when None it is encoded from
+    ``properties``. ``tags_code``, ``keys`` and ``uniq_key`` default to what ``properties`` holds
+    (TAGS, KEYS, UNIQ_KEY); pass them explicitly together with ``properties_bytes`` to skip that work.
+    ``body`` is stored as is (already compressed if ``sys_flag`` says so).
+    """
+
+    topic: str
+    queue_id: int
+    body: bytes
+    properties: dict[str, str] = field(default_factory=dict)
+    properties_bytes: bytes | None = None
+    flag: int = 0
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: tuple[str, int] | bytes = ("127.0.0.1", 0)
+    store_host: tuple[str, int] | bytes | None = None
+    reconsume_times: int = 0
+    prepared_transaction_offset: int = 0
+    tags_code: int | None = None
+    keys: str | None = None
+    uniq_key: str | None = None
+    wait_store_msg_ok: bool = True
+
+
+@dataclass(slots=True)
+class DispatchRequest:
+    """What a stored record contributes to consume queues and the index."""
+
+    topic: str
+    queue_id: int
+    queue_offset: int
+    commit_log_offset: int
+    size: int
+    tags_code: int
+    store_timestamp: int
+    keys: str | None
+    uniq_key: str | None
+    sys_flag: int
+
+
+@dataclass(slots=True)
+class DispatchBatch:
+    """Consume-queue units and index keys of a batch of stored records, grouped for cheap dispatch.
+
+    ``runs`` maps (topic, queue id) to ``[first queue offset, flat [phys, size, tags code, ...]]``
+    with consecutive queue offsets; ``index_items`` holds ``(b"topic#key", phys, store timestamp)``.
+    """
+
+    runs: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
+    index_items: list[tuple[bytes, int, int]] = field(default_factory=list)
+    store_timestamp: int = 0
+    end_offset: int = 0
+
+    @classmethod
+    def from_requests(cls, requests: Sequence[DispatchRequest]) -> list[DispatchBatch]:
+        """Group per-record requests (recovery); a new batch starts where queue offsets jump."""
+        batches: list[DispatchBatch] = []
+        batch = cls()
+        for request in requests:
+            key = (request.topic, request.queue_id)
+            transaction = request.sys_flag & _TRANSACTION_MASK
+            if transaction != _PREPARED and transaction != _ROLLBACK:
+                run = batch.runs.get(key)
+                if run is not None and run[0] + len(run[1]) // 3 != request.queue_offset:
+                    batches.append(batch)
+                    batch = cls()
+                    run = None
+                if run is None:
+                    batch.runs[key] = run = [request.queue_offset, []]
+                run[1].extend((request.commit_log_offset, request.size, request.tags_code))
+            add_index_keys(batch.index_items, request.topic, request.keys, request.uniq_key,
+                           request.commit_log_offset, request.store_timestamp)
+            batch.store_timestamp = request.store_timestamp
+            batch.end_offset = request.commit_log_offset + request.size
+        batches.append(batch)
+        return batches
+
+
+def add_index_keys(items: list[tuple[bytes, int, int]], topic: str, keys: str | None, uniq_key: str | None,
+                   phys: int, store_timestamp: int) -> None:
+    """Append the index entries of one record: `topic#UNIQ_KEY` and `topic#word` per KEYS word."""
+    if uniq_key:
+        items.append((f"{topic}#{uniq_key}".encode("utf-8", "replace"), phys, store_timestamp))
+    if keys:
+        for word in keys.split(MessageConst.KEY_SEPARATOR):
+            if word:
+                items.append((f"{topic}#{word}".encode("utf-8", "replace"), phys, store_timestamp))
+
+
+@dataclass(slots=True)
+class AppendResult:
+    """Where a put (one message or a batch) landed.
+
+    ``wrote_offset`` is the commit-log offset of the first record, ``queue_offset`` the first
+    message's consume-queue offset; per-message values are in the lists.
+    """
+
+    status: PutMessageStatus
+    wrote_offset: int = -1
+    wrote_bytes: int = 0
+    queue_offset: int = -1
+    store_timestamp: int = 0
+    message_count: int = 0
+    commit_log_offsets: list[int] = field(default_factory=list)
+    queue_offsets: list[int] = field(default_factory=list)
+    store_host: bytes = b""
+    error: str = ""
+    #: commit-log offset just past the last record (what a sync flush must cover)
+    end_offset: int = 0
+
+    @property
+    def msg_id(self) -> str:
+        """The offset msg id of the first message ('' when nothing was stored)."""
+        if not self.commit_log_offsets:
+            return ""
+        return offset_msg_id_from_packed(self.store_host, self.commit_log_offsets[0])
+
+    @property
+    def msg_ids(self) -> list[str]:
+        """Offset msg ids of every stored message (computed on demand: the put path skips it)."""
+        return [offset_msg_id_from_packed(self.store_host, off) for off in self.commit_log_offsets]
+
+    @classmethod
+    def failed(cls, status: PutMessageStatus, error: str) -> AppendResult:
+        return cls(status=status, error=error)
+
+
+class IllegalMessageError(ValueError):
+    """A put request that cannot be stored; `status` says why."""
+
+    def __init__(self, status: PutMessageStatus, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+class CommitLog:
+    """Segments of records plus the per-(topic, queue) next queue offsets.
+
+    Appends must be serialised by the caller (the store's put lock); reads need no lock.
+    """
+
+    def __init__(self, config: StoreConfig) -> None:
+        self.config = config
+        self.segment_size = config.commit_log_segment_size
+        self.files = MappedFileQueue(config.commit_log_dir, self.segment_size)
+        self.topic_queue_table: dict[tuple[str, int], int] = {}
+        self.default_store_host = pack_host(*config.store_host)
+        self.lock = threading.Lock()
+        self.confirm_offset = 0
+
+    # -- offsets ---------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        """Offset of the first record still stored (RocketMQ's `getMinOffset`)."""
+        first = self.files.first
+        return first.file_from_offset if first is not None else 0
+
+    @property
+    def max_offset(self) -> int:
+        return self.files.max_offset
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.segment_size - offset % self.segment_size
+
+    # -- append ----------------------------------------------------------------------------
+    def append(
+        self, requests: Sequence[PutMessageRequest], now_ms: int | None = None
+    ) -> tuple[AppendResult, DispatchBatch]:
+        """Append a batch: one contiguous write per segment, all or nothing.
+
+        Raises `IllegalMessageError` (nothing written) for a request that cannot be stored.
+        """
+        if not requests:
+            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        max_size = self.config.max_message_size
+        max_props = self.config.max_properties_size
+        segment_size = self.segment_size
+        table = self.topic_queue_table
+        saved_table: dict[tuple[str, int], int] = {}
+        files = self.files
+        mapped = files.last_for_write(0)
+        base = mapped.file_from_offset
+        pos = mapped.wrote_position
+        room = segment_size - pos
+        first_offset = base + pos
+        chunks: list[tuple[MappedFile, list[bytes], bool]] = []
+        parts: list[bytes] = []
+        add = parts.append
+        batch = DispatchBatch(store_timestamp=now)
+        runs = batch.runs
+        index_items = batch.index_items
+        offsets: list[int] = []
+        queue_offsets: list[int] = []
+        total = 0
+        last_born_source: object = None
+        last_store_source: object = None
+        born = store = b""
+        topic_cache: dict[str, bytes] = {}
+        store_default = self.default_store_host
+        i16 = _I16.pack
+        crc32 = zlib.crc32
+        head_v4 = _HEAD_V4
+        try:
+            for request in requests:
+                topic = request.topic
+                topic_part = topic_cache.get(topic)
+                if topic_part is None:
+                    try:
+                        topic_part = topic_cache[topic] = _topic_part(topic)
+                    except (ValueError, UnicodeEncodeError, AttributeError) as exc:
+                        raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad topic: {exc}") from None
+                props = request.properties_bytes
+                if props is None:
+                    try:
+                        props = encode_properties_bytes(request.properties)
+                    except InvalidPropertyError as exc:
+                        raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, str(exc)) from None
+                if len(props) > max_props:
+                    raise IllegalMessageError(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                                              f"properties are {len(props)} bytes, at most {max_props} allowed")
+                born_source = request.born_host
+                store_source = request.store_host
+                if born_source is not last_born_source or store_source is not last_store_source:
+                    try:
+                        born = packed_host(born_source)
+                        store = store_default if store_source is None else packed_host(store_source)
+                    except (ValueError, TypeError, IndexError) as exc:
+                        raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad host: {exc}") from None
+                    last_born_source, last_store_source = born_source, store_source
+                body = request.body
+                body_len = len(body)
+                sys_flag = request.sys_flag
+                if len(born) == 8 and len(store) == 8:
+                    head = head_v4
+                    sys_flag &= ~_V6_BITS
+                    size = 90 + body_len + len(topic_part) + len(props)
+                else:
+                    head = _HEADS[(len(born) == HOST_SIZE_V6, len(store) == HOST_SIZE_V6)]
+                    sys_flag = (sys_flag & ~_V6_BITS) | (_BORN_V6 if len(born) == HOST_SIZE_V6 else 0) | (
+                        _STORE_V6 if len(store) == HOST_SIZE_V6 else 0)
+                    size = head.size + 2 + body_len + len(topic_part) + len(props)
+                if size > max_size or size + END_FILE_MIN_BLANK_LENGTH > segment_size:
+                    raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL,
+                                              f"message of {size} bytes exceeds the maximum {max_size}")
+                if size + END_FILE_MIN_BLANK_LENGTH > room:
+                    add(_BLANK.pack(room, BLANK_MAGIC_CODE))
+                    chunks.append((mapped, parts, True))
+                    mapped = files.next_for_write(mapped)
+                    base = mapped.file_from_offset
+                    pos = mapped.wrote_position
+                    room = segment_size - pos
+                    parts = []
+                    add = parts.append
+                    if not offsets:
+                        first_offset = base + pos
+                phys = base + pos
+                key = (topic, request.queue_id)
+                transaction = sys_flag & _TRANSACTION_MASK
+                tags = request.tags_code
+                if tags is None:
+                    tags = compute_tags_code(request.properties.get(MessageConst.TAGS))
+                if transaction in (_PREPARED, _ROLLBACK):
+                    queue_offset = 0
+                else:
+                    queue_offset = table.get(key, 0)
+                    if key not in saved_table:
+                        saved_table[key] = queue_offset
+                    table[key] = queue_offset + 1
+                    run = runs.get(key)
+                    if run is None:
+                        runs[key] = [queue_offset, [phys, size, tags]]
+                    else:
+                        run[1].extend((phys, size, tags))
+                add(head.pack(size, MAGIC_CODE, crc32(body) & 0x7FFFFFFF, request.queue_id, request.flag,
+                              queue_offset, phys, sys_flag, request.born_timestamp, born, now, store,
+                              request.reconsume_times, request.prepared_transaction_offset, body_len))
+                add(body)
+                add(topic_part)
+                add(i16(len(props)))
+                add(props)
+                pos += size
+                room -= size
+                total += size
+                offsets.append(phys)
+                queue_offsets.append(queue_offset)
+                uniq = request.uniq_key
+                keys = request.keys
+                if uniq is None:
+                    uniq = request.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                if keys is None:
+                    keys = request.properties.get(MessageConst.KEYS)
+                if uniq:
+                    if keys:
+                        add_index_keys(index_items, topic, keys, uniq, phys, now)
+                    else:
+                        index_items.append(((topic + "#" + uniq).encode("utf-8", "replace"), phys, now))
+                elif keys:
+                    add_index_keys(index_items, topic, keys, None, phys, now)
+        except BaseException:
+            for key, value in saved_table.items():
+                if value:
+                    table[key] = value
+                else:
+                    table.pop(key, None)
+            raise
+        chunks.append((mapped, parts, False))
+        for target, chunk_parts, end_of_file in chunks:
+            if chunk_parts:
+                target.append(b"".join(chunk_parts))
+            if end_of_file:
+                target.wrote_position = target.file_size
+        end_offset = base + pos
+        batch.end_offset = end_offset
+        result = AppendResult(
+            status=PutMessageStatus.PUT_OK,
+            wrote_offset=first_offset,
+            wrote_bytes=total,
+            queue_offset=queue_offsets[0],
+            store_timestamp=now,
+            message_count=len(offsets),
+            commit_log_offsets=offsets,
+            queue_offsets=queue_offsets,
+            store_host=store,
+            end_offset=end_offset,
+        )
+        return result, batch
+
+    # -- reads -----------------------------------------------------------------------------
+    def read(self, offset: int, size: int) -> bytes | None:
+        """The `size` bytes at commit-log `offset`, or None if they are not (or no longer) stored."""
+        mapped = self.files.find(offset, first_if_not_found=offset == 0)
+        if mapped is None:
+            return None
+        return mapped.read(offset - mapped.file_from_offset, size)
+
+    def read_record(self, offset: int) -> bytes | None:
+        """The whole record at `offset` (its size read from the record), or None."""
+        head = self.read(offset, 8)
+        if head is None:
+            return None
+        size, magic = _BLANK.unpack(head)
+        if magic != MAGIC_CODE or size <= 0:
+            return None
+        return self.read(offset, size)
+
+    def decode_at(self, offset: int, size: int | None = None) -> MessageExt | None:
+        """Decode the message at `offset` (None if absent or not a valid record)."""
+        data = self.read(offset, size) if size is not None else self.read_record(offset)
+        if data is None:
+            return None
+        try:
+            msg, _ = decode_record(data)
+        except RecordDecodeError:
+            return None
+        return msg
+
+    def store_timestamp_at(self, offset: int, size: int) -> int:
+        """STORETIMESTAMP of the record at `offset` (-1 if it cannot be read)."""
+        head = self.read(offset, 40)
+        if head is None or size < RECORD_FIXED_SIZE_V4:
+            return -1
+        sys_flag = _I32.unpack_from(head, 36)[0]
+        data = self.read(offset + 48 + (20 if sys_flag & _BORN_V6 else 8), 8)
+        if data is None:
+            return -1
+        return int.from_bytes(data, "big", signed=True)
+
+    def data_from(self, offset: int) -> bytes | None:
+        """Raw bytes from `offset` to the end of its segment's written data (replication / admin reads)."""
+        mapped = self.files.find(offset, first_if_not_found=offset == 0)
+        if mapped is None:
+            return None
+        position = offset - mapped.file_from_offset
+        return mapped.read(position, mapped.wrote_position - position)
+
+    # -- recovery --------------------------------------------------------------------------
+    def scan(
+        self,
+        start_offset: int,
+        verify_crc: bool,
+        on_record: Callable[[DispatchRequest], None] | None,
+    ) -> int:
+        """Walk records from `start_offset` while they are valid; returns the offset where they end.
+
+        A record is valid when its magic, size, position field and (optionally) body CRC check out.
+        The first invalid record ends the log: the caller truncates there.
+        """
+        files = self.files.files
+        if not files:
+            return start_offset
+        segment_size = self.segment_size
+        offset = max(start_offset, files[0].file_from_offset)
+        for mapped in files:
+            base = mapped.file_from_offset
+            if base + segment_size <= offset:
+                continue
+            if base > offset:
+                break  # a gap between segments ends the log
+            pos = offset - base
+            mm = mapped.mm
+            while True:
+                if pos + 8 > segment_size:
+                    return base + pos
+                total, magic = _BLANK.unpack_from(mm, pos)
+                if magic == BLANK_MAGIC_CODE and total == segment_size - pos:
+                    offset = base + segment_size
+                    break
+                if magic != MAGIC_CODE or total <= 0 or pos + total > segment_size:
+                    return base + pos
+                request = self._check_record(mapped, pos, total, base + pos, verify_crc)
+                if request is None:
+                    return base + pos
+                if on_record is not None:
+                    on_record(request)
+                pos += total
+        return offset
+
+    @staticmethod
+    def _check_record(mapped: MappedFile, pos: int, total: int, phys: int, verify_crc: bool) -> DispatchRequest | None:
+        record = mapped.mm[pos : pos + total]
+        try:
+            msg, end = decode_record(record, 0, verify_crc=verify_crc, with_body=False)
+        except RecordDecodeError as exc:
+            log.warning("commit log: invalid record at %d: %s", phys, exc)
+            return None
+        if msg.commit_log_offset != phys or end != total:
+            log.warning("commit log: record at %d claims offset %d", phys, msg.commit_log_offset)
+            return None
+        properties = msg.properties
+        return DispatchRequest(
+            msg.topic, msg.queue_id, msg.queue_offset, phys, total,
+            compute_tags_code(properties.get(MessageConst.TAGS)), msg.store_timestamp,
+            properties.get(MessageConst.KEYS), properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            msg.sys_flag,
+        )
+
+    def set_max_offset(self, offset: int) -> None:
+        """Cut the log at `offset` (end of the last valid record) and fix every segment's positions."""
+        self.files.truncate_dirty(offset)
+        for mapped in self.files.files:
+            end = mapped.file_from_offset + mapped.file_size
+            position = mapped.file_size if end <= offset else offset - mapped.file_from_offset
+            mapped.set_positions(position)
+
+    def flush(self) -> int:
+        return self.files.flush()
+
+    def close(self) -> None:
+        self.files.close()

@@ -1,0 +1,138 @@
+"""Store settings, with RocketMQ 4.9.3's `MessageStoreConfig` defaults."""
+
+from __future__ import annotations
+
+import enum
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+
+class FlushDiskType(enum.Enum):
+    """When a put is acknowledged relative to its fsync."""
+
+    ASYNC_FLUSH = "ASYNC_FLUSH"
+    SYNC_FLUSH = "SYNC_FLUSH"
+
+
+class BrokerRole(enum.Enum):
+    ASYNC_MASTER = "ASYNC_MASTER"
+    SYNC_MASTER = "SYNC_MASTER"
+    SLAVE = "SLAVE"
+
+
+def _default_root() -> Path:
+    return Path.home() / "store"
+
+
+def _total_physical_memory() -> int:
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError):  # pragma: no cover - non-POSIX
+        return 8 * 1024**3
+
+
+@dataclass(slots=True)
+class StoreConfig:
+    """Every tunable of the store. Sizes are bytes, intervals milliseconds unless the name says otherwise."""
+
+    store_root: Path = field(default_factory=_default_root)
+    #: size of one commit-log segment (`mappedFileSizeCommitLog`)
+    commit_log_segment_size: int = 1024 * 1024 * 1024
+    #: units (20 bytes each) per consume-queue segment (`mappedFileSizeConsumeQueue` / 20)
+    consume_queue_segment_units: int = 300_000
+    flush_disk_type: FlushDiskType = FlushDiskType.ASYNC_FLUSH
+    broker_role: BrokerRole = BrokerRole.ASYNC_MASTER
+    #: async flush period of the commit log (`flushIntervalCommitLog`)
+    flush_interval_commit_log_ms: int = 500
+    #: flush only when at least this many 4 KiB pages are dirty, unless `flush_thorough_interval_ms` passed
+    flush_commit_log_least_pages: int = 4
+    flush_commit_log_thorough_interval_ms: int = 10_000
+    flush_interval_consume_queue_ms: int = 1000
+    flush_consume_queue_least_pages: int = 2
+    flush_consume_queue_thorough_interval_ms: int = 60_000
+    #: how long a SYNC_FLUSH put waits for its fsync (`syncFlushTimeout`)
+    sync_flush_timeout_ms: int = 5000
+    #: hours a commit-log segment is kept after its last write (`fileReservedTime`)
+    file_reserved_time_hours: float = 72
+    #: hours of the day (`HH`, `;`-separated) at which expired segments are deleted (`deleteWhen`)
+    delete_when: str = "04"
+    #: percent of disk use above which the oldest segments are deleted regardless of age
+    disk_max_used_space_ratio: int = 75
+    #: above this percentage deletion is forced immediately (`diskSpaceCleanForciblyRatio`)
+    disk_space_clean_forcibly_ratio: int = 85
+    #: at most this many segments deleted per cleaning pass (`deleteCommitLogFilesInterval` pacing)
+    delete_files_batch_max: int = 10
+    clean_resource_interval_ms: int = 10_000
+    max_message_size: int = 4 * 1024 * 1024
+    max_topic_length: int = 127
+    max_properties_size: int = 32767
+    #: hash slots and entries per index file (`maxHashSlotNum`, `maxIndexNum`)
+    max_hash_slot_num: int = 5_000_000
+    max_index_num: int = 20_000_000
+    message_index_enable: bool = True
+    #: per-pull transfer caps (`maxTransferBytesOnMessageInMemory` etc.)
+    max_transfer_bytes_on_message_in_memory: int = 256 * 1024
+    max_transfer_count_on_message_in_memory: int = 32
+    max_transfer_bytes_on_message_in_disk: int = 64 * 1024
+    max_transfer_count_on_message_in_disk: int = 8
+    access_message_in_memory_max_ratio: int = 40
+    total_physical_memory: int = field(default_factory=_total_physical_memory)
+    default_query_max_num: int = 32
+    max_msgs_num_batch: int = 64
+    #: verify body CRC of every record scanned during recovery (`checkCRCOnRecover`)
+    check_crc_on_recover: bool = True
+    #: how many trailing segments a clean restart verifies (RocketMQ: from the third-last)
+    recover_normally_last_segments: int = 3
+    #: next pulls point at the corrected offset on a slave only when this is on (`offsetCheckInSlave`)
+    offset_check_in_slave: bool = False
+    #: madvise(DONTNEED) commit-log pages once flushed, so resident memory stays flat as the log grows
+    release_flushed_pages: bool = True
+    #: the store host written into records when a put does not name one
+    store_host: tuple[str, int] = ("127.0.0.1", 10911)
+
+    def __post_init__(self) -> None:
+        self.store_root = Path(self.store_root)
+        if self.commit_log_segment_size < 4096:
+            raise ValueError(f"commit_log_segment_size too small: {self.commit_log_segment_size}")
+        if self.consume_queue_segment_units < 1:
+            raise ValueError(f"consume_queue_segment_units must be >= 1: {self.consume_queue_segment_units}")
+        if self.max_hash_slot_num < 1 or self.max_index_num < 2:
+            raise ValueError("index sizes must be positive (max_index_num >= 2)")
+
+    # -- derived paths --------------------------------------------------------------------
+    @property
+    def commit_log_dir(self) -> Path:
+        return self.store_root / "commitlog"
+
+    @property
+    def consume_queue_dir(self) -> Path:
+        return self.store_root / "consumequeue"
+
+    @property
+    def index_dir(self) -> Path:
+        return self.store_root / "index"
+
+    @property
+    def config_dir(self) -> Path:
+        return self.store_root / "config"
+
+    @property
+    def checkpoint_path(self) -> Path:
+        return self.store_root / "checkpoint"
+
+    @property
+    def abort_path(self) -> Path:
+        return self.store_root / "abort"
+
+    @property
+    def lock_path(self) -> Path:
+        return self.store_root / "lock"
+
+    @property
+    def consume_queue_segment_size(self) -> int:
+        return self.consume_queue_segment_units * 20
+
+    @property
+    def is_sync_flush(self) -> bool:
+        return self.flush_disk_type is FlushDiskType.SYNC_FLUSH

@@ -1,0 +1,700 @@
+"""`MessageStore`: the broker's disk store (RocketMQ's DefaultMessageStore) as a thread-safe library.
+
+Appends serialise on one put lock; reads run lock-free against positions that only move forward
+after the bytes behind them are written. Flushing, retention and checkpoints run on daemon
+threads. Nothing here knows about asyncio: sync-flush puts return a `concurrent.futures.Future`
+that an event loop can `asyncio.wrap_future`.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import dataclasses
+import enum
+import logging
+import struct
+import threading
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Protocol
+
+from rocketflow.protocol.message import MessageConst, MessageExt
+from rocketflow.store.checkpoint import (
+    Checkpoint,
+    StoreLock,
+    create_abort_marker,
+    remove_abort_marker,
+)
+from rocketflow.store.clean_service import CleanService, DiskUsage, disk_usage_percent
+from rocketflow.store.commit_log import (
+    AppendResult,
+    CommitLog,
+    DispatchRequest,
+    IllegalMessageError,
+    PutMessageRequest,
+    PutMessageStatus,
+)
+from rocketflow.store.config import BrokerRole, StoreConfig
+from rocketflow.store.consume_queue import CQ_UNIT_SIZE, ConsumeQueue, ConsumeQueueTable
+from rocketflow.store.dispatcher import Dispatcher, DispatchListener
+from rocketflow.store.errors import StoreNotRunningError
+from rocketflow.store.flush import (
+    AsyncFlushService,
+    ConsumeQueueFlushService,
+    FlushStats,
+    GroupCommitService,
+    flush_commit_log,
+)
+from rocketflow.store.index import IndexService
+
+log = logging.getLogger(__name__)
+
+_UNITS = struct.Struct(">qiq")
+_INT32_MASK = 0xFFFFFFFF
+#: records re-dispatched per batch during recovery
+_RECOVERY_BATCH = 4096
+
+
+class GetMessageStatus(enum.Enum):
+    """Outcome of `get_messages` (RocketMQ's `GetMessageStatus`)."""
+
+    FOUND = "FOUND"
+    NO_MATCHED_MESSAGE = "NO_MATCHED_MESSAGE"
+    MESSAGE_WAS_REMOVING = "MESSAGE_WAS_REMOVING"
+    OFFSET_FOUND_NULL = "OFFSET_FOUND_NULL"
+    OFFSET_OVERFLOW_BADLY = "OFFSET_OVERFLOW_BADLY"
+    OFFSET_OVERFLOW_ONE = "OFFSET_OVERFLOW_ONE"
+    OFFSET_TOO_SMALL = "OFFSET_TOO_SMALL"
+    NO_MATCHED_LOGIC_QUEUE = "NO_MATCHED_LOGIC_QUEUE"
+    NO_MESSAGE_IN_QUEUE = "NO_MESSAGE_IN_QUEUE"
+
+
+class MessageFilter(Protocol):
+    """Consume-queue level filter of a pull (by tags code)."""
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
+
+
+def _to_int32(value: int) -> int:
+    value &= _INT32_MASK
+    return value - 0x100000000 if value & 0x80000000 else value
+
+
+@dataclass(frozen=True, slots=True)
+class TagsCodeFilter:
+    """Pass messages whose (int-cast) tags code is in `codes`; `codes=None` passes everything."""
+
+    codes: frozenset[int] | None = None
+
+    def is_matched_by_consume_queue(self, tags_code: int) -> bool:
+        return self.codes is None or _to_int32(tags_code) in self.codes
+
+
+@dataclass(slots=True)
+class GetMessageResult:
+    """What a pull gets: status, offsets per PROTOCOL.md 4.1, and the records (ready to concatenate)."""
+
+    status: GetMessageStatus
+    next_begin_offset: int
+    min_offset: int
+    max_offset: int
+    buffers: list[bytes] = field(default_factory=list)
+    queue_offsets: list[int] = field(default_factory=list)
+    buffer_total_size: int = 0
+    suggest_pulling_from_slave: bool = False
+
+    @property
+    def message_count(self) -> int:
+        return len(self.buffers)
+
+    def body(self) -> bytes:
+        """The pull response body: the records back to back."""
+        return b"".join(self.buffers)
+
+
+@dataclass(slots=True)
+class QueryMessageResult:
+    """Records found by key, plus the index's high-water marks (QUERY_MESSAGE response header)."""
+
+    buffers: list[bytes]
+    commit_log_offsets: list[int]
+    index_last_update_timestamp: int
+    index_last_update_phy_offset: int
+
+    def body(self) -> bytes:
+        return b"".join(self.buffers)
+
+
+class MessageStore:
+    """Commit log + consume queues + index + flush + recovery + retention under one root directory."""
+
+    def __init__(
+        self,
+        config: StoreConfig,
+        *,
+        disk_usage: DiskUsage = disk_usage_percent,
+        clock_ms: Callable[[], int] | None = None,
+    ) -> None:
+        """`disk_usage` and `clock_ms` (store timestamps) are injectable for tests."""
+        self.config = config
+        self._clock_ms = clock_ms
+        self.commit_log = CommitLog(config)
+        self.consume_queues = ConsumeQueueTable(config.consume_queue_dir, config.consume_queue_segment_units)
+        self.index = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
+        self.dispatcher = Dispatcher(self.consume_queues, self.index if config.message_index_enable else None)
+        self.flush_stats = FlushStats()
+        self.checkpoint = Checkpoint()
+        self.clean_service = CleanService(config, self.commit_log, self.consume_queues, self.index, disk_usage)
+        self._put_lock = threading.Lock()
+        self._lock_file = StoreLock(config.lock_path)
+        self._flush_service: AsyncFlushService | GroupCommitService | None = None
+        self._cq_flush_service: ConsumeQueueFlushService | None = None
+        self._running = False
+        self._last_store_timestamp = 0
+        self._checkpoint_lock = threading.Lock()
+        #: whether the previous run shut down cleanly (known after `start`)
+        self.last_exit_ok = True
+        self._memory_limit = config.total_physical_memory * config.access_message_in_memory_max_ratio // 100
+        self._put_count = 0
+        self._put_fail_count = 0
+        self._get_found = 0
+        self._get_miss = 0
+        self._started_ms = 0
+
+    # ------------------------------------------------------------------ lifecycle
+    def start(self) -> None:
+        """Lock the directory, load and recover the files, start the background services."""
+        if self._running:
+            return
+        root = self.config.store_root
+        root.mkdir(parents=True, exist_ok=True)
+        self._lock_file.acquire()
+        try:
+            self.last_exit_ok = not create_abort_marker(self.config.abort_path)
+            self.checkpoint = Checkpoint.load(self.config.checkpoint_path)
+            self.commit_log.files.load()
+            self.consume_queues.load()
+            self.index.load()
+            self._recover()
+        except BaseException:
+            self._close_files()
+            self._lock_file.release()
+            raise
+        config = self.config
+        if config.is_sync_flush:
+            self._flush_service = GroupCommitService(self.commit_log, self.flush_stats, config.sync_flush_timeout_ms,
+                                                     config.release_flushed_pages)
+        else:
+            self._flush_service = AsyncFlushService(
+                self.commit_log, self.flush_stats, config.flush_interval_commit_log_ms,
+                config.flush_commit_log_least_pages, config.flush_commit_log_thorough_interval_ms,
+                config.release_flushed_pages)
+        self._cq_flush_service = ConsumeQueueFlushService(config.flush_interval_consume_queue_ms,
+                                                          self._flush_logics_and_checkpoint)
+        self._flush_service.start()
+        self._cq_flush_service.start()
+        self.clean_service.start()
+        self._started_ms = int(time.time() * 1000)
+        self._running = True
+
+    def shutdown(self) -> None:
+        """Stop services, flush everything, write the checkpoint, remove the abort marker, unlock."""
+        if not self._running:
+            return
+        with self._put_lock:
+            self._running = False
+        self.clean_service.shutdown()
+        if self._flush_service is not None:
+            self._flush_service.shutdown()
+        if self._cq_flush_service is not None:
+            self._cq_flush_service.shutdown()
+        flush_commit_log(self.commit_log, self.flush_stats)
+        self._flush_logics_and_checkpoint()
+        self._close_files()
+        remove_abort_marker(self.config.abort_path)
+        self._lock_file.release()
+
+    def __enter__(self) -> MessageStore:
+        self.start()
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.shutdown()
+
+    @property
+    def running(self) -> bool:
+        return self._running
+
+    def _close_files(self) -> None:
+        self.commit_log.close()
+        for queue in self.consume_queues:
+            queue.close()
+        self.index.close()
+
+    # ------------------------------------------------------------------ recovery
+    def _recover(self) -> None:
+        config = self.config
+        commit_log = self.commit_log
+        for queue in self.consume_queues:
+            queue.recover()
+        files = commit_log.files.files
+        if not files:
+            end = 0
+            start = 0
+        elif self.last_exit_ok:
+            # clean shutdown: verify the last few segments only
+            first_checked = files[max(0, len(files) - config.recover_normally_last_segments)]
+            start = first_checked.file_from_offset
+            end = commit_log.scan(start, config.check_crc_on_recover, None)
+        else:
+            start = self._abnormal_recovery_start()
+            log.warning("store %s did not shut down cleanly: recovering from commit-log offset %d",
+                        config.store_root, start)
+            for queue in self.consume_queues:
+                queue.truncate_dirty(start)
+            pending: list[DispatchRequest] = []
+
+            def collect(request: DispatchRequest) -> None:
+                pending.append(request)
+                if len(pending) >= _RECOVERY_BATCH:
+                    self.dispatcher.dispatch_requests(pending)
+                    pending.clear()
+
+            end = commit_log.scan(start, config.check_crc_on_recover, collect)
+            self.dispatcher.dispatch_requests(pending)
+        commit_log.set_max_offset(end)
+        for queue in self.consume_queues:
+            queue.truncate_dirty(end)
+        if self.index.end_phy_offset >= end:
+            # the newest index entries point at records that were cut: start a fresh file
+            self.index.roll()
+        # rebuild consume queues that lag the commit log (e.g. consumequeue/ was deleted)
+        dispatch_from = max((q.max_physic_offset for q in self.consume_queues), default=0)
+        dispatch_from = max(dispatch_from, commit_log.min_offset)
+        if dispatch_from < end:
+            log.info("re-dispatching commit log from %d to %d", dispatch_from, end)
+            self._redispatch(dispatch_from, end)
+        self.dispatcher.dispatched_offset = end
+        self._rebuild_topic_queue_table()
+
+    def _abnormal_recovery_start(self) -> int:
+        files = self.commit_log.files.files
+        checkpoint_offset = self.checkpoint.recover_from_offset
+        segment_size = self.commit_log.segment_size
+        start = checkpoint_offset - checkpoint_offset % segment_size
+        start = max(start, files[0].file_from_offset)
+        return min(start, files[-1].file_from_offset)
+
+    def _redispatch(self, start: int, end: int) -> None:
+        # `start` may be mid-segment (a consume queue's end): walk from the segment start, dispatching
+        # only records at or after `start`; units already present are skipped by the queues.
+        segment_start = start - start % self.commit_log.segment_size
+        segment_start = max(segment_start, self.commit_log.min_offset)
+        pending: list[DispatchRequest] = []
+
+        def collect(request: DispatchRequest) -> None:
+            if request.commit_log_offset < start or request.commit_log_offset >= end:
+                return
+            pending.append(request)
+            if len(pending) >= _RECOVERY_BATCH:
+                self.dispatcher.dispatch_requests(pending)
+                pending.clear()
+
+        self.commit_log.scan(segment_start, False, collect)
+        self.dispatcher.dispatch_requests(pending)
+
+    def _rebuild_topic_queue_table(self) -> None:
+        min_phys = self.commit_log.min_offset
+        table: dict[tuple[str, int], int] = {}
+        for queue in self.consume_queues:
+            table[(queue.topic, queue.queue_id)] = queue.max_offset
+            queue.correct_min_offset(min_phys)
+        self.commit_log.topic_queue_table = table
+
+    # ------------------------------------------------------------------ flush / checkpoint
+    def _flush_logics_and_checkpoint(self) -> None:
+        with self._checkpoint_lock:
+            dispatched = self.dispatcher.dispatched_offset
+            logics_ts = self._last_store_timestamp
+            for queue in self.consume_queues:
+                queue.flush()
+                self.flush_stats.consume_queue_flushes += 1
+            self.index.flush()
+            checkpoint = self.checkpoint
+            flushed = self.commit_log.files.flushed_offset
+            if flushed > checkpoint.physic_offset:
+                checkpoint.physic_offset = flushed
+                checkpoint.physic_msg_timestamp = logics_ts
+            checkpoint.logics_phys_offset = max(checkpoint.logics_phys_offset, dispatched)
+            checkpoint.logics_msg_timestamp = max(checkpoint.logics_msg_timestamp, logics_ts)
+            checkpoint.index_msg_timestamp = self.index.end_timestamp
+            try:
+                checkpoint.save(self.config.checkpoint_path)
+            except OSError:
+                log.exception("could not save checkpoint")
+
+    def flush(self) -> None:
+        """fsync the commit log, consume queues, index and checkpoint now."""
+        flush_commit_log(self.commit_log, self.flush_stats)
+        self._flush_logics_and_checkpoint()
+
+    # ------------------------------------------------------------------ puts
+    def add_dispatch_listener(self, listener: DispatchListener) -> None:
+        """Call `listener(topic, queue_id, queue_offset, tags_code, store_timestamp)` for each stored message.
+
+        Listeners run on the putting thread inside the put lock: keep them short, never put from them.
+        """
+        self.dispatcher.add_listener(listener)
+
+    def put_message(self, request: PutMessageRequest) -> AppendResult:
+        """Store one message; under SYNC_FLUSH, blocks until flushed (or FLUSH_DISK_TIMEOUT)."""
+        return self.put_messages((request,))
+
+    def put_messages(self, requests: Sequence[PutMessageRequest]) -> AppendResult:
+        """Store a batch (one contiguous write per segment); blocks for the flush under SYNC_FLUSH."""
+        result, wait = self._put(requests)
+        if not wait:
+            return result
+        assert isinstance(self._flush_service, GroupCommitService)
+        future = self._flush_service.submit(result)
+        try:
+            return future.result(timeout=self.config.sync_flush_timeout_ms / 1000 + 1)
+        except concurrent.futures.TimeoutError:
+            return dataclasses.replace(result, status=PutMessageStatus.FLUSH_DISK_TIMEOUT)
+
+    def put_message_async(self, request: PutMessageRequest) -> concurrent.futures.Future[AppendResult]:
+        return self.put_messages_async((request,))
+
+    def put_messages_async(self, requests: Sequence[PutMessageRequest]) -> concurrent.futures.Future[AppendResult]:
+        """Store a batch; the future resolves once durable enough to acknowledge (at once under ASYNC_FLUSH)."""
+        result, wait = self._put(requests)
+        if wait:
+            assert isinstance(self._flush_service, GroupCommitService)
+            return self._flush_service.submit(result)
+        future: concurrent.futures.Future[AppendResult] = concurrent.futures.Future()
+        future.set_result(result)
+        return future
+
+    def _put(self, requests: Sequence[PutMessageRequest]) -> tuple[AppendResult, bool]:
+        if not self._running:
+            return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running"), False
+        if self.config.broker_role is BrokerRole.SLAVE:
+            return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is a slave"), False
+        with self._put_lock:
+            if not self._running:
+                return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is shut down"), False
+            try:
+                result, dispatch = self.commit_log.append(
+                    requests, self._clock_ms() if self._clock_ms is not None else None)
+            except IllegalMessageError as exc:
+                self._put_fail_count += 1
+                return AppendResult.failed(exc.status, str(exc)), False
+            except OSError as exc:
+                self._put_fail_count += 1
+                log.exception("commit-log append failed")
+                return AppendResult.failed(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, str(exc)), False
+            self.dispatcher.dispatch(dispatch)
+            self._last_store_timestamp = result.store_timestamp
+            self._put_count += result.message_count
+        if self.config.is_sync_flush:
+            if any(request.wait_store_msg_ok for request in requests):
+                return result, True
+            if self._flush_service is not None:
+                self._flush_service.wakeup()
+        return result, False
+
+    # ------------------------------------------------------------------ gets
+    def get_messages(
+        self,
+        group: str,
+        topic: str,
+        queue_id: int,
+        offset: int,
+        max_count: int,
+        message_filter: MessageFilter | None = None,
+        max_bytes: int | None = None,
+    ) -> GetMessageResult:
+        """Read up to `max_count` records of a queue from logical `offset` (PROTOCOL.md 4.1 semantics)."""
+        if not self._running:
+            raise StoreNotRunningError("message store is not running")
+        queue = self.consume_queues.find(topic, queue_id)
+        if queue is None:
+            return GetMessageResult(GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, self._correct(offset, 0), 0, 0)
+        min_offset = queue.min_offset
+        max_offset = queue.max_offset
+        if max_offset == 0:
+            status = GetMessageStatus.NO_MESSAGE_IN_QUEUE
+            next_offset = self._correct(offset, 0)
+        elif offset < min_offset:
+            status = GetMessageStatus.OFFSET_TOO_SMALL
+            next_offset = self._correct(offset, min_offset)
+        elif offset == max_offset:
+            status = GetMessageStatus.OFFSET_OVERFLOW_ONE
+            next_offset = self._correct(offset, offset)
+        elif offset > max_offset:
+            status = GetMessageStatus.OFFSET_OVERFLOW_BADLY
+            next_offset = self._correct(offset, min_offset if min_offset == 0 else max_offset)
+        else:
+            return self._read_queue(queue, offset, max_count, message_filter, max_bytes, min_offset, max_offset)
+        self._get_miss += 1
+        return GetMessageResult(status, next_offset, min_offset, max_offset)
+
+    def _correct(self, old_offset: int, new_offset: int) -> int:
+        if self.config.broker_role is not BrokerRole.SLAVE or self.config.offset_check_in_slave:
+            return new_offset
+        return old_offset
+
+    def _read_queue(
+        self,
+        queue: ConsumeQueue,
+        offset: int,
+        max_count: int,
+        message_filter: MessageFilter | None,
+        max_bytes: int | None,
+        min_offset: int,
+        max_offset: int,
+    ) -> GetMessageResult:
+        found = queue.segment_for(offset)
+        if found is None:
+            self._get_miss += 1
+            return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL,
+                                    self._correct(offset, queue.roll_next_file(offset)), min_offset, max_offset)
+        cq_file, position, readable_end = found
+        scan_bytes = min(readable_end - position, max(16000, max_count * CQ_UNIT_SIZE))
+        units = cq_file.read(position, scan_bytes) if scan_bytes > 0 else None
+        if units is None:
+            self._get_miss += 1
+            return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL,
+                                    self._correct(offset, queue.roll_next_file(offset)), min_offset, max_offset)
+        config = self.config
+        commit_files = self.commit_log.files
+        max_phys = commit_files.max_offset
+        memory_limit = self._memory_limit
+        mem_bytes = config.max_transfer_bytes_on_message_in_memory
+        mem_count = config.max_transfer_count_on_message_in_memory
+        disk_bytes = config.max_transfer_bytes_on_message_in_disk
+        disk_count = config.max_transfer_count_on_message_in_disk
+        byte_cap = max_bytes if max_bytes is not None and max_bytes > 0 else None
+        codes: frozenset[int] | None = None
+        generic_filter: MessageFilter | None = None
+        if isinstance(message_filter, TagsCodeFilter):
+            codes = message_filter.codes
+        elif message_filter is not None:
+            generic_filter = message_filter
+        status = GetMessageStatus.NO_MATCHED_MESSAGE
+        buffers: list[bytes] = []
+        queue_offsets: list[int] = []
+        total = 0
+        count = 0
+        next_file_start = -1
+        max_phys_pulling = 0
+        segment_size = commit_files.file_size
+        seg_from = seg_end = -1
+        seg_mm = None
+        seg_file = None
+        scanned = 0
+        for phys, size, tags_code in _UNITS.iter_unpack(units):
+            max_phys_pulling = phys
+            if next_file_start >= 0 and phys < next_file_start:
+                scanned += 1
+                continue
+            if count:
+                if max_count <= count:
+                    break
+                if max_phys - phys > memory_limit:
+                    if total + size > disk_bytes or count > disk_count - 1:
+                        break
+                elif total + size > mem_bytes or count > mem_count - 1:
+                    break
+                if byte_cap is not None and total + size > byte_cap:
+                    break
+            scanned += 1
+            if codes is not None:
+                if _to_int32(tags_code) not in codes:
+                    continue
+            elif generic_filter is not None and not generic_filter.is_matched_by_consume_queue(tags_code):
+                continue
+            if not seg_from <= phys < seg_end:
+                seg_file = commit_files.find(phys)
+                if seg_file is None:
+                    seg_from = seg_end = -1
+                else:
+                    seg_from = seg_file.file_from_offset
+                    seg_end = seg_from + segment_size
+                    seg_mm = seg_file.mm
+            data = None
+            if seg_file is not None and seg_mm is not None:
+                rel = phys - seg_from
+                if rel + size <= seg_file.wrote_position and size != 0x7FFFFFFF:
+                    try:
+                        data = seg_mm[rel : rel + size]
+                    except ValueError:  # segment deleted by retention meanwhile
+                        data = None
+            if data is None:
+                if total == 0:
+                    status = GetMessageStatus.MESSAGE_WAS_REMOVING
+                next_file_start = phys + segment_size - phys % segment_size
+                seg_from = seg_end = -1
+                continue
+            buffers.append(data)
+            queue_offsets.append(offset + scanned - 1)
+            total += size
+            count += 1
+            status = GetMessageStatus.FOUND
+            next_file_start = -1
+        if status is GetMessageStatus.FOUND:
+            self._get_found += 1
+        else:
+            self._get_miss += 1
+        return GetMessageResult(
+            status=status,
+            next_begin_offset=offset + scanned,
+            min_offset=min_offset,
+            max_offset=max_offset,
+            buffers=buffers,
+            queue_offsets=queue_offsets,
+            buffer_total_size=total,
+            suggest_pulling_from_slave=max_phys - max_phys_pulling > memory_limit,
+        )
+
+    # ------------------------------------------------------------------ offsets & lookups
+    def get_max_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        queue = self.consume_queues.find(topic, queue_id)
+        return queue.max_offset if queue is not None else 0
+
+    def get_min_offset_in_queue(self, topic: str, queue_id: int) -> int:
+        """The queue's min offset, or -1 if the queue does not exist (as RocketMQ)."""
+        queue = self.consume_queues.find(topic, queue_id)
+        return queue.min_offset if queue is not None else -1
+
+    def get_commit_log_offset_in_queue(self, topic: str, queue_id: int, offset: int) -> int:
+        """Commit-log offset of the message at logical `offset` (0 if absent)."""
+        queue = self.consume_queues.find(topic, queue_id)
+        unit = queue.unit_at(offset) if queue is not None else None
+        return unit[0] if unit is not None else 0
+
+    def get_offset_by_timestamp(self, topic: str, queue_id: int, timestamp: int) -> int:
+        queue = self.consume_queues.find(topic, queue_id)
+        if queue is None:
+            return 0
+        return queue.offset_by_timestamp(timestamp, self.commit_log.min_offset, self.commit_log.store_timestamp_at)
+
+    def get_message_store_timestamp(self, topic: str, queue_id: int, offset: int) -> int:
+        """Store time of the message at logical `offset`, -1 if absent."""
+        queue = self.consume_queues.find(topic, queue_id)
+        unit = queue.unit_at(offset) if queue is not None else None
+        if unit is None or unit[1] == 0x7FFFFFFF:
+            return -1
+        return self.commit_log.store_timestamp_at(unit[0], unit[1])
+
+    def get_earliest_message_time(self, topic: str | None = None, queue_id: int = 0) -> int:
+        """Store time of a queue's first message (or of the commit log's first record); -1 if none."""
+        if topic is None:
+            first = self.commit_log.min_offset
+            return self.commit_log.store_timestamp_at(first, 1 << 20)
+        queue = self.consume_queues.find(topic, queue_id)
+        if queue is None:
+            return -1
+        return self.get_message_store_timestamp(topic, queue_id, queue.min_offset)
+
+    def look_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> MessageExt | None:
+        """Decode the message stored at a commit-log offset (e.g. from an offset msg id)."""
+        return self.commit_log.decode_at(commit_log_offset, size)
+
+    def select_one_message_by_offset(self, commit_log_offset: int, size: int | None = None) -> bytes | None:
+        """The raw record at a commit-log offset."""
+        if size is None:
+            return self.commit_log.read_record(commit_log_offset)
+        return self.commit_log.read(commit_log_offset, size)
+
+    def query_message(self, topic: str, key: str, max_num: int, begin_timestamp: int,
+                      end_timestamp: int) -> QueryMessageResult:
+        """Records of `topic` with `key` among their KEYS or as UNIQ_KEY, stored within the time range."""
+        max_num = max(0, min(max_num, self.config.max_msgs_num_batch))
+        index_key = f"{topic}#{key}".encode("utf-8", "replace")
+        offsets = self.index.query([index_key], max_num * 4 if max_num else 0, begin_timestamp, end_timestamp)
+        buffers: list[bytes] = []
+        found_offsets: list[int] = []
+        seen: set[int] = set()
+        for phys in offsets:
+            if len(buffers) >= max_num:
+                break
+            if phys in seen:
+                continue
+            seen.add(phys)
+            record = self.commit_log.read_record(phys)
+            msg = self.commit_log.decode_at(phys, len(record)) if record is not None else None
+            if record is None or msg is None or msg.topic != topic:
+                continue  # removed by retention, cut by recovery, or a hash collision
+            keys = msg.properties.get(MessageConst.KEYS, "")
+            if key != msg.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) and \
+                    key not in keys.split(MessageConst.KEY_SEPARATOR):
+                continue
+            buffers.append(record)
+            found_offsets.append(phys)
+        last = self.index.files[-1] if self.index.files else None
+        return QueryMessageResult(
+            buffers=buffers,
+            commit_log_offsets=found_offsets,
+            index_last_update_timestamp=last.end_timestamp if last is not None else 0,
+            index_last_update_phy_offset=last.end_phy_offset if last is not None else 0,
+        )
+
+    def get_commit_log_data(self, offset: int) -> bytes | None:
+        """Raw commit-log bytes from `offset` to the end of its segment's data."""
+        return self.commit_log.data_from(offset)
+
+    @property
+    def min_phy_offset(self) -> int:
+        return self.commit_log.min_offset
+
+    @property
+    def max_phy_offset(self) -> int:
+        return self.commit_log.max_offset
+
+    def get_message_total_in_queue(self, topic: str, queue_id: int) -> int:
+        queue = self.consume_queues.find(topic, queue_id)
+        return queue.max_offset - queue.min_offset if queue is not None else -1
+
+    def topic_queues(self) -> dict[tuple[str, int], int]:
+        """Snapshot of (topic, queue id) -> next queue offset."""
+        return dict(self.commit_log.topic_queue_table)
+
+    def delete_topics(self, topics: Sequence[str]) -> None:
+        """Drop the consume queues of `topics` (their records age out of the commit log normally)."""
+        with self._put_lock:
+            for topic in topics:
+                self.consume_queues.remove(topic)
+                self.commit_log.topic_queue_table = {
+                    key: value for key, value in self.commit_log.topic_queue_table.items() if key[0] != topic
+                }
+
+    def clean_expired(self, now_ms: int | None = None, *, manual: bool = False) -> int:
+        """Run one retention pass now; returns segments deleted.
+
+        `manual` deletes expired segments whatever the hour (admin `deleteExpiredCommitLog`).
+        """
+        if manual:
+            self.clean_service.manual_delete_requested = True
+        return self.clean_service.clean(now_ms)
+
+    def runtime_info(self) -> dict[str, str]:
+        """Counters for admin tools (GET_BROKER_RUNTIME_INFO)."""
+        commit_log = self.commit_log
+        return {
+            "commitLogMinOffset": str(commit_log.min_offset),
+            "commitLogMaxOffset": str(commit_log.max_offset),
+            "commitLogFlushedOffset": str(commit_log.files.flushed_offset),
+            "commitLogSegments": str(len(commit_log.files.files)),
+            "consumeQueueCount": str(len(self.consume_queues)),
+            "indexFiles": str(len(self.index.files)),
+            "putMessageTimesTotal": str(self._put_count),
+            "putMessageFailedTimes": str(self._put_fail_count),
+            "getFoundTimesTotal": str(self._get_found),
+            "getMissTimesTotal": str(self._get_miss),
+            "commitLogFlushes": str(self.flush_stats.commit_log_flushes),
+            "dispatchBehindBytes": str(commit_log.max_offset - self.dispatcher.dispatched_offset),
+            "earliestMessageTimeStamp": str(self.get_earliest_message_time()),
+            "bootTimestamp": str(self._started_ms),
+        }

@@ -1,0 +1,181 @@
+"""get_messages statuses and offsets (PROTOCOL.md 4.1), filters, transfer caps, timestamp search."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import request, small_config
+from rocketflow.protocol.codec import decode_records
+from rocketflow.protocol.tags import tags_code
+from rocketflow.store import GetMessageStatus, MessageStore, TagsCodeFilter
+
+S = GetMessageStatus
+
+
+def fill(store: MessageStore, count: int, queue_id: int = 0, size: int = 200) -> None:
+    for i in range(count):
+        tag = "TagA" if i % 2 == 0 else "TagB"
+        assert store.put_message(request(queue_id=queue_id, body=bytes([i % 256]) * size, TAGS=tag)).status.is_ok
+
+
+def test_found_walks_a_queue_across_segments(make_store: Callable[..., MessageStore]) -> None:
+    store = make_store()
+    fill(store, 50)
+    bodies: list[bytes] = []
+    offset = 0
+    while True:
+        got = store.get_messages("g", "T", 0, offset, 32)
+        if got.status is not S.FOUND:
+            assert got.status is S.OFFSET_OVERFLOW_ONE and got.next_begin_offset == 50
+            break
+        assert got.min_offset == 0 and got.max_offset == 50
+        msgs = decode_records(got.body())
+        assert [m.queue_offset for m in msgs] == got.queue_offsets == list(range(offset, got.next_begin_offset))
+        bodies.extend(m.body for m in msgs)
+        offset = got.next_begin_offset
+    assert bodies == [bytes([i]) * 200 for i in range(50)]
+    assert len(store.commit_log.files.files) > 2
+
+
+def test_statuses_for_offsets(make_store: Callable[..., MessageStore]) -> None:
+    store = make_store()
+    fill(store, 10)
+    unknown = store.get_messages("g", "Nope", 0, 5, 32)
+    assert (unknown.status, unknown.next_begin_offset) == (S.NO_MATCHED_LOGIC_QUEUE, 0)
+    store.consume_queues.find_or_create("T", 7)
+    empty = store.get_messages("g", "T", 7, 3, 32)
+    assert (empty.status, empty.next_begin_offset, empty.max_offset) == (S.NO_MESSAGE_IN_QUEUE, 0, 0)
+    one = store.get_messages("g", "T", 0, 10, 32)
+    assert (one.status, one.next_begin_offset) == (S.OFFSET_OVERFLOW_ONE, 10)
+    badly = store.get_messages("g", "T", 0, 99, 32)
+    assert (badly.status, badly.next_begin_offset) == (S.OFFSET_OVERFLOW_BADLY, 0)  # min == 0 -> min
+
+
+def test_offset_too_small_and_overflow_badly_after_retention(make_store: Callable[..., MessageStore]) -> None:
+    store = make_store()
+    fill(store, 60)
+    deleted = store.clean_expired(now_ms=10**13, manual=True)  # far future: every segment but the last expired
+    assert deleted > 0
+    min_offset = store.get_min_offset_in_queue("T", 0)
+    assert 0 < min_offset < 60
+    small = store.get_messages("g", "T", 0, 0, 32)
+    assert (small.status, small.next_begin_offset, small.min_offset) == (S.OFFSET_TOO_SMALL, min_offset, min_offset)
+    badly = store.get_messages("g", "T", 0, 100, 32)
+    assert (badly.status, badly.next_begin_offset) == (S.OFFSET_OVERFLOW_BADLY, 60)  # min > 0 -> max
+    got = store.get_messages("g", "T", 0, min_offset, 32)
+    assert got.status is S.FOUND
+    assert decode_records(got.body())[0].body == bytes([min_offset]) * 200
+
+
+def test_message_was_removing_and_offset_found_null(make_store: Callable[..., MessageStore]) -> None:
+    store = make_store()
+    fill(store, 30)
+    # the window between a commit-log deletion and the consume-queue clean-up
+    store.commit_log.files.delete_first(1)
+    removing = store.get_messages("g", "T", 0, 0, 4)
+    assert removing.status is S.MESSAGE_WAS_REMOVING
+    assert removing.next_begin_offset > 0 and not removing.buffers
+    queue = store.consume_queues.find("T", 0)
+    assert queue is not None
+    queue.files.delete_first(1)  # consume-queue segment gone, min offset not yet moved
+    null = store.get_messages("g", "T", 0, 0, 4)
+    assert (null.status, null.next_begin_offset) == (S.OFFSET_FOUND_NULL, 8)
+
+
+def test_tag_filter_and_no_matched_message(make_store: Callable[..., MessageStore]) -> None:
+    store = make_store()
+    fill(store, 8)
+    only_b = TagsCodeFilter(frozenset({tags_code("TagB")}))
+    got = store.get_messages("g", "T", 0, 0, 32, only_b)
+    assert got.status is S.FOUND
+    assert [m.tags for m in decode_records(got.body())] == ["TagB"] * 4
+    assert got.next_begin_offset == 8
+    none = store.get_messages("g", "T", 0, 0, 32, TagsCodeFilter(frozenset({tags_code("TagC")})))
+    assert (none.status, none.next_begin_offset, none.buffers) == (S.NO_MATCHED_MESSAGE, 8, [])
+    assert store.get_messages("g", "T", 0, 0, 32, TagsCodeFilter()).message_count == 8
+
+
+def test_scan_limit_is_16000_bytes_of_consume_queue(tmp_path: Path) -> None:
+    with MessageStore(small_config(tmp_path, commit_log_segment_size=1 << 20,
+                                   consume_queue_segment_units=5000)) as store:
+        store.put_messages([request(body=b"x", TAGS="TagB") for _ in range(1000)])
+        got = store.get_messages("g", "T", 0, 0, 32, TagsCodeFilter(frozenset({tags_code("TagA")})))
+        assert (got.status, got.next_begin_offset) == (S.NO_MATCHED_MESSAGE, 800)
+        got = store.get_messages("g", "T", 0, 0, 1000, TagsCodeFilter(frozenset({tags_code("TagA")})))
+        assert got.next_begin_offset == 1000  # max(16000, 1000 * 20) bytes
+
+
+def test_transfer_caps(tmp_path: Path) -> None:
+    config = small_config(tmp_path, commit_log_segment_size=1 << 20, consume_queue_segment_units=1000,
+                          max_transfer_count_on_message_in_memory=5, max_transfer_bytes_on_message_in_memory=5000)
+    with MessageStore(config) as store:
+        fill(store, 20, size=100)
+        assert store.get_messages("g", "T", 0, 0, 32).message_count == 5
+        got = store.get_messages("g", "T", 0, 0, 3)
+        assert (got.message_count, got.next_begin_offset) == (3, 3)
+        capped = store.get_messages("g", "T", 0, 0, 32, max_bytes=500)
+        assert capped.message_count == 2  # each record is 201 bytes
+    disk = small_config(tmp_path / "disk", commit_log_segment_size=1 << 20, consume_queue_segment_units=1000,
+                        total_physical_memory=100, max_transfer_count_on_message_in_disk=3)
+    with MessageStore(disk) as store:
+        fill(store, 20, size=100)
+        got = store.get_messages("g", "T", 0, 0, 32)
+        assert got.message_count == 3 and got.suggest_pulling_from_slave
+
+
+class Clock:
+    def __init__(self, start: int) -> None:
+        self.now = start
+
+    def __call__(self) -> int:
+        return self.now
+
+
+@pytest.fixture
+def timed_store(tmp_path: Path) -> Iterator[tuple[MessageStore, Clock]]:
+    clock = Clock(1_000_000)
+    store = MessageStore(small_config(tmp_path), clock_ms=clock)
+    store.start()
+    yield store, clock
+    store.shutdown()
+
+
+def test_offset_by_timestamp(timed_store: tuple[MessageStore, Clock]) -> None:
+    store, clock = timed_store
+    assert store.get_offset_by_timestamp("T", 0, 5) == 0  # no queue
+    for i in range(30):  # store times 1_000_000, 1_000_010, ... crossing segments
+        clock.now = 1_000_000 + 10 * i
+        store.put_message(request(body=b"y" * 300))
+    assert store.get_offset_by_timestamp("T", 0, 1_000_100) == 10  # exact
+    assert store.get_offset_by_timestamp("T", 0, 1_000_102) == 10  # nearer to the left
+    assert store.get_offset_by_timestamp("T", 0, 1_000_108) == 11  # nearer to the right
+    assert store.get_offset_by_timestamp("T", 0, 1_000_105) == 10  # tie -> earlier
+    assert store.get_offset_by_timestamp("T", 0, 0) == 0  # before the first -> min
+    assert store.get_offset_by_timestamp("T", 0, 9_999_999) == 29  # after the last -> last message
+    assert store.get_message_store_timestamp("T", 0, 7) == 1_000_070
+    assert store.get_message_store_timestamp("T", 0, 70) == -1
+    assert store.get_earliest_message_time("T", 0) == 1_000_000
+    assert store.get_earliest_message_time("T", 3) == -1
+    assert store.get_earliest_message_time() == 1_000_000
+
+
+def test_offset_by_timestamp_equal_times_gives_first(timed_store: tuple[MessageStore, Clock]) -> None:
+    store, clock = timed_store
+    for i in range(12):
+        clock.now = 5000 if 3 <= i <= 8 else 4000 + i if i < 3 else 6000 + i
+        store.put_message(request())
+    assert store.get_offset_by_timestamp("T", 0, 5000) == 3
+
+
+def test_offset_by_timestamp_after_retention(timed_store: tuple[MessageStore, Clock]) -> None:
+    store, clock = timed_store
+    for i in range(40):
+        clock.now = 1_000_000 + i
+        store.put_message(request(body=b"z" * 300))
+    store.clean_expired(now_ms=10**13, manual=True)
+    min_offset = store.get_min_offset_in_queue("T", 0)
+    assert min_offset > 0
+    assert store.get_offset_by_timestamp("T", 0, 0) == min_offset
