@@ -207,10 +207,7 @@ def _utf8(data: memoryview, what: str) -> str:
 
 def encode_frame(command: RemotingCommand, serialize_type: SerializeType = SerializeType.JSON) -> bytes:
     """The full frame for a command, length prefix included."""
-    if serialize_type == SerializeType.JSON:
-        header = encode_json_header(command)
-    else:
-        header = encode_binary_header(command)
+    header = encode_json_header(command) if serialize_type == SerializeType.JSON else encode_binary_header(command)
     header_len = len(header)
     if header_len > MAX_HEADER_LENGTH:
         raise MalformedHeaderError(f"header of {header_len} bytes does not fit the 24-bit length field")
