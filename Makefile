@@ -22,7 +22,7 @@ test: $(STAMP)
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)
-	$(BIN)/ruff check src tests bench examples
+	$(BIN)/ruff check .
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
