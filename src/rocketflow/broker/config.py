@@ -1,0 +1,320 @@
+"""Broker settings (`BrokerConfig`) with RocketMQ 4.9.3's defaults, loadable from a ``broker.conf``.
+
+A ``broker.conf`` is a Java properties file (``key=value``, ``#``/``!`` comments) using RocketMQ's
+camelCase names (``brokerClusterName``, ``listenPort``, ``storePathRootDir``, ``flushDiskType``...).
+Names are mapped to our settings (broker settings first, then store settings); an unknown name or
+a value of the wrong type raises `BrokerConfigError` naming the key and the line.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import re
+import types
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Final, Union, get_args, get_origin, get_type_hints
+
+from rocketflow.store.config import BrokerRole, FlushDiskType, StoreConfig
+
+DEFAULT_BROKER_PORT: Final = 10911
+DEFAULT_MESSAGE_DELAY_LEVEL: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_DELAY_UNITS_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+class BrokerConfigError(ValueError):
+    """A setting that cannot be used (unknown name, bad value)."""
+
+
+def parse_delay_levels(text: str) -> list[int]:
+    """``"1s 5s 1m 2h"`` -> delays in milliseconds, level 1 first (RocketMQ's parseDelayLevel)."""
+    levels: list[int] = []
+    for word in text.split():
+        match = re.fullmatch(r"(\d+)([smhd])", word)
+        if match is None:
+            raise BrokerConfigError(
+                f"message_delay_level: {word!r} is not a delay like '10s', '5m', '2h' or '1d' (in {text!r})"
+            )
+        levels.append(int(match.group(1)) * _DELAY_UNITS_MS[match.group(2)])
+    if not levels:
+        raise BrokerConfigError("message_delay_level: at least one delay level is needed")
+    return levels
+
+
+@dataclass(slots=True)
+class BrokerConfig:
+    """Every broker setting. Durations are milliseconds unless the name says otherwise."""
+
+    broker_name: str = "broker-a"
+    #: ``brokerClusterName``
+    cluster: str = "DefaultCluster"
+    #: 0 = master (the only role implemented)
+    broker_id: int = 0
+    #: the address registered with the name servers and written into records (``brokerIP1``);
+    #: None = the listen host, or 127.0.0.1 when listening on a wildcard address
+    broker_ip: str | None = None
+    listen_host: str = "127.0.0.1"
+    #: 0 picks a free port (the registered address then uses the real one)
+    listen_port: int = DEFAULT_BROKER_PORT
+    #: name servers, ``host:port`` separated by ``;`` (``namesrvAddr``); None = do not register
+    namesrv_addr: str | None = None
+    store: StoreConfig = field(default_factory=StoreConfig)
+    auto_create_topic_enable: bool = True
+    auto_create_subscription_group: bool = True
+    #: queues of TBW102 (the template of auto-created topics)
+    default_topic_queue_nums: int = 8
+    #: PermName bits of the whole broker (6 = read + write)
+    broker_permission: int = 6
+    long_polling_enable: bool = True
+    short_polling_time_ms: int = 1000
+    #: safety sweep of held pulls (new data normally wakes them at once)
+    long_polling_check_interval_ms: int = 5000
+    notify_consumer_ids_changed_enable: bool = True
+    #: ``registerNameServerPeriod``
+    register_name_server_period_ms: int = 30_000
+    register_broker_timeout_ms: int = 6000
+    #: send REGISTER_BROKER bodies in the compressed form (``compressedRegister``)
+    compressed_register: bool = False
+    flush_consumer_offset_interval_ms: int = 5000
+    flush_delay_offset_interval_ms: int = 10_000
+    #: persist topics.json / subscriptionGroup.json this often too (they are also written on change)
+    flush_config_interval_ms: int = 5000
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
+    region_id: str = "DefaultRegion"
+    trace_on: bool = True
+    #: a client channel silent this long is closed (ClientHousekeepingService)
+    channel_expired_timeout_ms: int = 120_000
+    client_scan_interval_ms: int = 10_000
+    #: largest message body (and record) accepted
+    max_message_size: int = 4 * 1024 * 1024
+    enable_property_filter: bool = False
+    #: broker lock lifetime (``rocketmq.broker.rebalance.lockMaxLiveTime``)
+    rebalance_lock_max_live_time_ms: int = 60_000
+    slave_read_enable: bool = False
+    cluster_topic_enable: bool = True
+    broker_topic_enable: bool = True
+    trace_topic_enable: bool = False
+    msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
+    reject_transaction_message: bool = False
+    #: server channels idle (both ways) this long are closed by the net layer
+    server_channel_max_idle_seconds: float = 120.0
+    #: timeout of broker -> client calls (GET_CONSUMER_RUNNING_INFO relay)
+    client_call_timeout_ms: int = 5000
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.listen_port <= 65535:
+            raise BrokerConfigError(f"listen_port must be in 0..65535, got {self.listen_port}")
+        if self.default_topic_queue_nums <= 0:
+            raise BrokerConfigError(f"default_topic_queue_nums must be positive, got {self.default_topic_queue_nums}")
+        if not 0 <= self.broker_permission <= 15:
+            raise BrokerConfigError(f"broker_permission must be PermName bits 0..15, got {self.broker_permission}")
+        if self.max_message_size <= 0:
+            raise BrokerConfigError(f"max_message_size must be positive, got {self.max_message_size}")
+        if not self.broker_name or not self.cluster:
+            raise BrokerConfigError("broker_name and cluster must not be empty")
+        parse_delay_levels(self.message_delay_level)
+        self.store.max_message_size = self.max_message_size
+
+    @property
+    def advertised_ip(self) -> str:
+        """The IP other processes reach this broker at."""
+        if self.broker_ip:
+            return self.broker_ip
+        if self.listen_host in ("", "0.0.0.0", "::"):
+            return "127.0.0.1"
+        return self.listen_host
+
+    @property
+    def namesrv_addresses(self) -> list[str]:
+        if not self.namesrv_addr:
+            return []
+        return [addr.strip() for addr in self.namesrv_addr.split(";") if addr.strip()]
+
+    @property
+    def delay_levels_ms(self) -> list[int]:
+        return parse_delay_levels(self.message_delay_level)
+
+
+# --------------------------------------------------------------------------- broker.conf
+
+#: RocketMQ property names whose camel-to-snake form is not our name.
+_ALIASES: Final[Mapping[str, tuple[str, str]]] = {
+    "brokerClusterName": ("broker", "cluster"),
+    "brokerIP1": ("broker", "broker_ip"),
+    "namesrvAddr": ("broker", "namesrv_addr"),
+    "registerNameServerPeriod": ("broker", "register_name_server_period_ms"),
+    "registerBrokerTimeoutMills": ("broker", "register_broker_timeout_ms"),
+    "compressedRegister": ("broker", "compressed_register"),
+    "shortPollingTimeMills": ("broker", "short_polling_time_ms"),
+    "flushConsumerOffsetInterval": ("broker", "flush_consumer_offset_interval_ms"),
+    "flushDelayOffsetInterval": ("broker", "flush_delay_offset_interval_ms"),
+    "messageDelayLevel": ("broker", "message_delay_level"),
+    "regionId": ("broker", "region_id"),
+    "traceOn": ("broker", "trace_on"),
+    "channelExpiredTimeout": ("broker", "channel_expired_timeout_ms"),
+    "maxMessageSize": ("broker", "max_message_size"),
+    "storePathRootDir": ("store", "store_root"),
+    "mappedFileSizeCommitLog": ("store", "commit_log_segment_size"),
+    "flushIntervalCommitLog": ("store", "flush_interval_commit_log_ms"),
+    "flushCommitLogLeastPages": ("store", "flush_commit_log_least_pages"),
+    "flushCommitLogThoroughInterval": ("store", "flush_commit_log_thorough_interval_ms"),
+    "flushIntervalConsumeQueue": ("store", "flush_interval_consume_queue_ms"),
+    "flushConsumeQueueLeastPages": ("store", "flush_consume_queue_least_pages"),
+    "flushConsumeQueueThoroughInterval": ("store", "flush_consume_queue_thorough_interval_ms"),
+    "syncFlushTimeout": ("store", "sync_flush_timeout_ms"),
+    "fileReservedTime": ("store", "file_reserved_time_hours"),
+    "deleteWhen": ("store", "delete_when"),
+    "diskMaxUsedSpaceRatio": ("store", "disk_max_used_space_ratio"),
+    "defaultQueryMaxNum": ("store", "default_query_max_num"),
+    "messageIndexEnable": ("store", "message_index_enable"),
+    "maxTransferBytesOnMessageInMemory": ("store", "max_transfer_bytes_on_message_in_memory"),
+    "maxTransferCountOnMessageInMemory": ("store", "max_transfer_count_on_message_in_memory"),
+    "maxTransferBytesOnMessageInDisk": ("store", "max_transfer_bytes_on_message_in_disk"),
+    "maxTransferCountOnMessageInDisk": ("store", "max_transfer_count_on_message_in_disk"),
+    "accessMessageInMemoryMaxRatio": ("store", "access_message_in_memory_max_ratio"),
+    "checkCRCOnRecover": ("store", "check_crc_on_recover"),
+    "offsetCheckInSlave": ("store", "offset_check_in_slave"),
+}
+
+#: RocketMQ settings accepted and ignored (they have no meaning here), so stock files load.
+_IGNORED: Final = frozenset({
+    "brokerRole_", "haListenPort", "deleteWhen_", "storePathCommitLog", "storePathConsumeQueue",
+    "storePathIndex", "storeCheckpoint", "abortFile", "sendMessageThreadPoolNums",
+    "pullMessageThreadPoolNums", "brokerIP2", "aclEnable", "transientStorePoolEnable",
+    "fetchNamesrvAddrByAddressServer", "useEpollNativeSelector", "waitTimeMillsInSendQueue",
+    "brokerFastFailureEnable", "osPageCacheBusyTimeOutMills", "useReentrantLockWhenPutMessage",
+    "autoDeleteUnusedStats", "serverWorkerThreads", "serverSelectorThreads", "clientWorkerThreads",
+    "mappedFileSizeConsumeQueue", "warmMapedFileEnable", "enableDLegerCommitLog", "transferMsgByHeap",
+})
+
+
+def _snake_case(name: str) -> str:
+    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    hints = get_type_hints(cls)
+    return {item.name: hints[item.name] for item in dataclasses.fields(cls)}
+
+
+def _convert(raw: str, hint: Any, key: str) -> object:
+    if get_origin(hint) in (Union, types.UnionType):
+        members = [member for member in get_args(hint) if member is not type(None)]
+        if raw.strip() == "" or raw.strip().lower() == "null":
+            return None
+        hint = members[0]
+    text = raw.strip()
+    try:
+        if hint is bool:
+            if text.lower() not in ("true", "false"):
+                raise ValueError("expected true or false")
+            return text.lower() == "true"
+        if hint is int:
+            return int(text)
+        if hint is float:
+            return float(text)
+        if hint is Path:
+            return Path(text).expanduser()
+        if isinstance(hint, type) and issubclass(hint, enum.Enum):
+            return hint[text.upper()]
+        if hint is str:
+            return raw.strip()
+        if get_origin(hint) is tuple:
+            host, _, port = text.rpartition(":")
+            return (host, int(port))
+    except (ValueError, KeyError) as exc:
+        raise BrokerConfigError(f"{key}={raw!r}: {exc}") from None
+    raise BrokerConfigError(f"{key}: settings of type {hint!r} cannot be set from a file")
+
+
+def parse_properties(text: str) -> list[tuple[int, str, str]]:
+    """Java properties (``key=value`` or ``key: value``, ``#``/``!`` comments) -> (line, key, value)."""
+    entries: list[tuple[int, str, str]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped[0] in "#!":
+            continue
+        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", stripped)
+        if match is None:
+            raise BrokerConfigError(f"line {number}: expected key=value, got {stripped!r}")
+        entries.append((number, match.group(1), match.group(2)))
+    return entries
+
+
+def config_overrides_from_properties(text: str, source: str = "broker.conf") -> dict[str, object]:
+    """Settings of a ``broker.conf`` as ``{"broker_field": value, "store.store_field": value}``."""
+    broker_types = _field_types(BrokerConfig)
+    store_types = _field_types(StoreConfig)
+    result: dict[str, object] = {}
+    for number, key, value in parse_properties(text):
+        where = f"{source}:{number}: {key}"
+        if key in _IGNORED:
+            continue
+        if key == "brokerRole":
+            result["store.broker_role"] = _convert(value, BrokerRole, where)
+            continue
+        if key == "flushDiskType":
+            result["store.flush_disk_type"] = _convert(value, FlushDiskType, where)
+            continue
+        if key == "listenPort":
+            result["listen_port"] = _convert(value, int, where)
+            continue
+        target, name = _ALIASES.get(key, ("", _snake_case(key)))
+        if target in ("", "broker") and name in broker_types and name != "store":
+            result[name] = _convert(value, broker_types[name], where)
+        elif target in ("", "store") and name in store_types:
+            result["store." + name] = _convert(value, store_types[name], where)
+        else:
+            raise BrokerConfigError(f"{where}: unknown setting (not a broker or store setting of rocketflow)")
+    return result
+
+
+def build_broker_config(overrides: Mapping[str, object] | None = None, *,
+                        conf_file: str | Path | None = None) -> BrokerConfig:
+    """A `BrokerConfig` from defaults, then a ``broker.conf`` (if given), then ``overrides``.
+
+    Keys of ``overrides`` are field names; ``"store.<name>"`` sets a store field.
+    """
+    values: dict[str, object] = {}
+    if conf_file is not None:
+        path = Path(conf_file)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise BrokerConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
+        values.update(config_overrides_from_properties(text, str(path)))
+    if overrides:
+        values.update({key: value for key, value in overrides.items() if value is not None})
+    store_values = {key[len("store."):]: value for key, value in values.items() if key.startswith("store.")}
+    broker_values = {key: value for key, value in values.items() if not key.startswith("store.")}
+    broker_fields = set(_field_types(BrokerConfig))
+    store_fields = set(_field_types(StoreConfig))
+    for name in broker_values:
+        if name not in broker_fields:
+            raise BrokerConfigError(f"unknown broker setting {name!r}")
+    for name in store_values:
+        if name not in store_fields:
+            raise BrokerConfigError(f"unknown store setting {name!r}")
+    if "max_message_size" in broker_values and "max_message_size" in store_values:
+        store_values.pop("max_message_size")
+    try:
+        store = StoreConfig(**store_values)  # type: ignore[arg-type]
+        return BrokerConfig(store=store, **broker_values)  # type: ignore[arg-type]
+    except BrokerConfigError:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise BrokerConfigError(str(exc)) from None
+
+
+__all__ = [
+    "DEFAULT_BROKER_PORT",
+    "DEFAULT_MESSAGE_DELAY_LEVEL",
+    "BrokerConfig",
+    "BrokerConfigError",
+    "build_broker_config",
+    "config_overrides_from_properties",
+    "parse_delay_levels",
+    "parse_properties",
+]

@@ -1,0 +1,289 @@
+"""`BrokerController`: wires the store, managers, processors and periodic tasks of one broker.
+
+The broker is one asyncio loop. Store puts are made from the loop thread (under SYNC_FLUSH the
+flush is awaited through `asyncio.wrap_future`, so the loop never blocks on fsync), which is
+also where the store's dispatch listener wakes held long-polling pulls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import deque
+from collections.abc import Awaitable, Callable
+from types import TracebackType
+
+from rocketflow import __version__
+from rocketflow.broker.client_manager import ClientManager
+from rocketflow.broker.config import BrokerConfig
+from rocketflow.broker.long_polling import PullRequestHoldService
+from rocketflow.broker.namesrv_registrar import NamesrvRegistrar
+from rocketflow.broker.processors.admin import AdminBrokerProcessor
+from rocketflow.broker.processors.client_manage import ClientManageProcessor
+from rocketflow.broker.processors.consumer_manage import ConsumerManageProcessor
+from rocketflow.broker.processors.pull import PullMessageProcessor
+from rocketflow.broker.processors.query import QueryMessageProcessor
+from rocketflow.broker.processors.send import SendMessageProcessor
+from rocketflow.broker.rebalance_lock_manager import RebalanceLockManager
+from rocketflow.broker.schedule_message_service import ScheduleMessageService
+from rocketflow.broker.subscription_group_manager import SubscriptionGroupManager
+from rocketflow.broker.topic_config_manager import TopicConfigManager
+from rocketflow.net import Channel, RemotingServer
+from rocketflow.protocol.ids import pack_host
+from rocketflow.remoting.command import ROCKETMQ_VERSION
+from rocketflow.store import MessageStore
+from rocketflow.store.config_file import ConsumerOffsetManager, DelayOffsetManager
+
+logger = logging.getLogger("rocketflow.broker")
+
+#: The version name 4.9.3 reports (MQVersion.getVersionDesc(399)).
+BROKER_VERSION_DESC = "V4_9_3"
+
+
+class BrokerStats:
+    """Put/get counters and their recent rates (for GET_BROKER_RUNTIME_INFO and GET_CONSUME_STATS)."""
+
+    WINDOW_SECONDS = 10
+
+    def __init__(self) -> None:
+        self.put_total = 0
+        self.put_bytes = 0
+        self.put_failures = 0
+        self.get_total = 0
+        self.get_bytes = 0
+        self.group_get_total: dict[str, int] = {}
+        self._samples: deque[tuple[float, int, int, dict[str, int]]] = deque(maxlen=self.WINDOW_SECONDS + 1)
+        self.boot_timestamp = time.time_ns() // 1_000_000
+
+    def put_messages(self, count: int, size: int) -> None:
+        self.put_total += count
+        self.put_bytes += size
+
+    def get_messages(self, count: int, size: int, group: str | None = None) -> None:
+        self.get_total += count
+        self.get_bytes += size
+        if group is not None:
+            self.group_get_total[group] = self.group_get_total.get(group, 0) + count
+
+    def sample(self) -> None:
+        self._samples.append((time.monotonic(), self.put_total, self.get_total, dict(self.group_get_total)))
+
+    def _rate(self, pick: Callable[[tuple[float, int, int, dict[str, int]]], int]) -> float:
+        if len(self._samples) < 2:
+            return 0.0
+        first, last = self._samples[0], self._samples[-1]
+        elapsed = last[0] - first[0]
+        return (pick(last) - pick(first)) / elapsed if elapsed > 0 else 0.0
+
+    def put_tps(self) -> float:
+        return self._rate(lambda sample: sample[1])
+
+    def get_tps(self) -> float:
+        return self._rate(lambda sample: sample[2])
+
+    def group_get_tps(self, group: str) -> float:
+        return self._rate(lambda sample: sample[3].get(group, 0))
+
+
+class BrokerController:
+    """One broker: ``await start()``, serve, ``await stop()`` (or ``async with``)."""
+
+    def __init__(self, config: BrokerConfig | None = None) -> None:
+        self.config = config = config or BrokerConfig()
+        self.delay_levels_ms = config.delay_levels_ms
+        self.store = MessageStore(config.store)
+        self.topics = TopicConfigManager(config, on_change=self._topics_changed)
+        self.groups = SubscriptionGroupManager(config)
+        self.offsets = ConsumerOffsetManager(config.store.config_dir)
+        self.delay_offsets = DelayOffsetManager(config.store.config_dir)
+        self.clients = ClientManager(notify_enabled=lambda: config.notify_consumer_ids_changed_enable,
+                                     channel_expired_ms=config.channel_expired_timeout_ms)
+        self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time_ms)
+        self.stats = BrokerStats()
+        self.server = RemotingServer(config.listen_host, config.listen_port, name=f"broker {config.broker_name}",
+                                     channel_max_idle_seconds=config.server_channel_max_idle_seconds,
+                                     on_close=self._channel_closed)
+        self.send_processor = SendMessageProcessor(self)
+        self.pull_processor = PullMessageProcessor(self)
+        self.hold_service = PullRequestHoldService(
+            self.pull_processor.run_without_suspend,
+            long_polling_enable=config.long_polling_enable,
+            short_polling_time_ms=config.short_polling_time_ms,
+            check_interval_ms=config.long_polling_check_interval_ms if config.long_polling_enable
+            else config.short_polling_time_ms,
+            max_offset=self.store.get_max_offset_in_queue,
+        )
+        self.schedule = ScheduleMessageService(self, self.delay_offsets, self.delay_levels_ms)
+        self.admin_processor = AdminBrokerProcessor(self)
+        self.send_processor.register_to(self.server)
+        self.pull_processor.register_to(self.server)
+        QueryMessageProcessor(self).register_to(self.server)
+        ClientManageProcessor(self).register_to(self.server)
+        ConsumerManageProcessor(self).register_to(self.server)
+        self.server.register_default(self.admin_processor.process)
+        self.registrar: NamesrvRegistrar | None = None
+        self.store_host = pack_host(config.advertised_ip, config.listen_port)
+        self._tasks: list[asyncio.Task[None]] = []
+        self._started = False
+        self._stopping = False
+
+    # ------------------------------------------------------------------ identity
+
+    @property
+    def broker_ip(self) -> str:
+        return self.config.advertised_ip
+
+    @property
+    def port(self) -> int:
+        return self.server.port
+
+    @property
+    def address(self) -> str:
+        """``ip:port`` clients and name servers reach this broker at (the real port once started)."""
+        return f"{self.broker_ip}:{self.server.port}"
+
+    @property
+    def ha_server_address(self) -> str:
+        return f"{self.broker_ip}:{self.server.port + 1}"
+
+    # ------------------------------------------------------------------ lifecycle
+
+    async def start(self) -> None:
+        """Load configs, start the store, listen, register with the name servers, start periodic tasks."""
+        if self._started:
+            raise RuntimeError("broker already started")
+        config = self.config
+        self.topics.load()
+        self.groups.load()
+        self.offsets.load()
+        self.delay_offsets.load()
+        await asyncio.to_thread(self.store.start)
+        try:
+            self.store.add_dispatch_listener(self.hold_service.notify_message_arriving)
+            self.hold_service.start()
+            await self.server.start()
+        except BaseException:
+            await asyncio.to_thread(self.store.shutdown)
+            raise
+        self.store_host = pack_host(self.broker_ip, self.server.port)
+        self._started = True
+        self.topics.persist()
+        self.groups.persist()
+        self.schedule.start()
+        self.registrar = NamesrvRegistrar(
+            config.namesrv_addresses, broker_name=config.broker_name, cluster=config.cluster,
+            broker_id=config.broker_id, broker_addr=lambda: self.address,
+            ha_server_addr=lambda: self.ha_server_address, topics=self.topics.snapshot,
+            period_ms=max(10_000, min(config.register_name_server_period_ms, 60_000))
+            if config.register_name_server_period_ms >= 10_000 else config.register_name_server_period_ms,
+            timeout_ms=config.register_broker_timeout_ms, compressed=config.compressed_register,
+        )
+        await self.registrar.start()
+        self._every(config.flush_consumer_offset_interval_ms, self.offsets.persist, "consumer offsets")
+        self._every(config.flush_delay_offset_interval_ms, self.delay_offsets.persist, "delay offsets")
+        self._every(config.flush_config_interval_ms, self._persist_configs, "configs")
+        self._every(config.client_scan_interval_ms, self.clients.scan_not_active_channels, "client scan")
+        self._every(1000, self.stats.sample, "stats")
+        self.stats.sample()
+        logger.info("broker %s (%s) listening on %s, store %s", config.broker_name, config.cluster, self.address,
+                    config.store.store_root)
+
+    async def stop(self) -> None:
+        """Unregister, stop serving, persist offsets and configs, close the store."""
+        if not self._started or self._stopping:
+            return
+        self._stopping = True
+        for task in self._tasks:
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+        self._tasks.clear()
+        if self.registrar is not None:
+            await self.registrar.stop()
+        await self.schedule.stop()
+        await self.hold_service.stop()
+        await self.server.stop()
+        self.persist_all()
+        await asyncio.to_thread(self.store.shutdown)
+        self._started = False
+        logger.info("broker %s stopped", self.config.broker_name)
+
+    async def __aenter__(self) -> BrokerController:
+        await self.start()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        traceback: TracebackType | None) -> None:
+        await self.stop()
+
+    def persist_all(self) -> None:
+        """Write consumer offsets, delay offsets, topics and subscription groups now."""
+        for what, persist in (("consumer offsets", self.offsets.persist), ("delay offsets", self.delay_offsets.persist),
+                              ("topics", self.topics.persist), ("subscription groups", self.groups.persist)):
+            try:
+                persist()
+            except OSError:
+                logger.exception("cannot persist %s", what)
+
+    def _persist_configs(self) -> None:
+        self.topics.persist()
+        self.groups.persist()
+
+    def _every(self, interval_ms: int, action: Callable[[], object], what: str) -> None:
+        async def run() -> None:
+            while True:
+                await asyncio.sleep(max(interval_ms, 10) / 1000)
+                try:
+                    result = action()
+                    if isinstance(result, Awaitable):
+                        await result
+                except Exception:
+                    logger.exception("periodic task %s failed", what)
+
+        self._tasks.append(asyncio.get_running_loop().create_task(run()))
+
+    # ------------------------------------------------------------------ events
+
+    def _topics_changed(self) -> None:
+        if self.registrar is not None:
+            self.registrar.register_soon()
+
+    def _channel_closed(self, channel: Channel) -> None:
+        self.clients.channel_closed(channel)
+
+    # ------------------------------------------------------------------ info
+
+    def runtime_info(self) -> dict[str, str]:
+        """GET_BROKER_RUNTIME_INFO's table."""
+        stats = self.stats
+        info = dict(self.store.runtime_info())
+        now = time.time_ns() // 1_000_000
+        info.update({
+            "brokerVersionDesc": BROKER_VERSION_DESC,
+            "brokerVersion": str(ROCKETMQ_VERSION),
+            "rocketflowVersion": __version__,
+            "brokerName": self.config.broker_name,
+            "brokerClusterName": self.config.cluster,
+            "brokerAddr": self.address,
+            "msgPutTotalTodayNow": str(stats.put_total),
+            "msgGetTotalTodayNow": str(stats.get_total),
+            "msgPutBytesTotal": str(stats.put_bytes),
+            "msgGetBytesTotal": str(stats.get_bytes),
+            "putFailedTotal": str(stats.put_failures),
+            "putTps": f"{stats.put_tps():.2f}",
+            "getTransferedTps": f"{stats.get_tps():.2f}",
+            "bootTimestamp": str(stats.boot_timestamp),
+            "runtime": f"{(now - stats.boot_timestamp) / 1000:.0f}s",
+            "topicCount": str(len(self.topics.topics)),
+            "subscriptionGroupCount": str(len(self.groups.groups)),
+            "consumerGroupsOnline": str(len(self.clients.consumer_groups)),
+            "producerGroupsOnline": str(len(self.clients.producer_groups)),
+            "connections": str(len(self.server.channels)),
+            "pullRequestsHeld": str(self.hold_service.held_count),
+            "scheduleMessagesDelivered": str(self.schedule.delivered),
+            "brokerPermission": str(self.config.broker_permission),
+        })
+        return info
+
+
+__all__ = ["BROKER_VERSION_DESC", "BrokerController", "BrokerStats"]

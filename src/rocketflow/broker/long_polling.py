@@ -1,0 +1,169 @@
+"""`PullRequestHoldService`: long polling of PULL_MESSAGE.
+
+A pull that finds nothing at the end of its queue (and allows suspension) is held, keyed by
+``topic@queue``. The store's dispatch listener tells this service about every stored message;
+a held pull whose offset the new message reaches and whose tag filter it passes is answered at
+once (the pull runs again, without suspension, and its response is sent with
+``ctx.respond``). A per-request timer answers it at its suspend timeout otherwise. With long
+polling disabled, pulls are held for the short-polling time and only re-run when it ends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from rocketflow.net import RequestContext
+from rocketflow.remoting.command import RemotingCommand
+
+logger = logging.getLogger("rocketflow.broker.long_polling")
+
+#: Re-runs a held pull without suspension; returns its response (None = nothing to send).
+PullRunner = Callable[[RequestContext, RemotingCommand], "RemotingCommand | None"]
+
+
+def _to_int32(value: int) -> int:
+    value &= 0xFFFFFFFF
+    return value - 0x100000000 if value & 0x80000000 else value
+
+
+@dataclass(slots=True, eq=False)
+class HeldPull:
+    """One suspended pull."""
+
+    ctx: RequestContext
+    request: RemotingCommand
+    key: tuple[str, int]
+    pull_from_offset: int
+    #: tag codes that wake it; None = any message
+    codes: frozenset[int] | None
+    timer: asyncio.TimerHandle | None = None
+    done: bool = False
+    suspended_at: float = field(default=0.0)
+
+
+class PullRequestHoldService:
+    """Held pulls by (topic, queue id), woken by new messages or by their own timers."""
+
+    def __init__(self, runner: PullRunner, *, long_polling_enable: bool = True, short_polling_time_ms: int = 1000,
+                 check_interval_ms: int = 5000, max_offset: Callable[[str, int], int] | None = None) -> None:
+        self._runner = runner
+        self.long_polling_enable = long_polling_enable
+        self.short_polling_time_ms = short_polling_time_ms
+        self.check_interval_ms = check_interval_ms
+        self._max_offset = max_offset
+        self._held: dict[tuple[str, int], list[HeldPull]] = {}
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._loop_thread: int | None = None
+        self._sweeper: asyncio.Task[None] | None = None
+        #: pulls answered because a message arrived / because their time was up
+        self.woken_by_message = 0
+        self.woken_by_timeout = 0
+
+    @property
+    def held_count(self) -> int:
+        return sum(len(pulls) for pulls in self._held.values())
+
+    def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._loop_thread = threading.get_ident()
+        if self._max_offset is not None and self.check_interval_ms > 0:
+            self._sweeper = self._loop.create_task(self._sweep_loop())
+
+    async def stop(self) -> None:
+        if self._sweeper is not None:
+            self._sweeper.cancel()
+            await asyncio.gather(self._sweeper, return_exceptions=True)
+            self._sweeper = None
+        for pulls in self._held.values():
+            for held in pulls:
+                held.done = True
+                if held.timer is not None:
+                    held.timer.cancel()
+        self._held.clear()
+
+    def suspend(self, ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int,
+                pull_from_offset: int, codes: frozenset[int] | None, suspend_timeout_ms: int) -> None:
+        """Hold a pull until a matching message arrives or the timeout passes."""
+        loop = self._loop or asyncio.get_running_loop()
+        key = (topic, queue_id)
+        held = HeldPull(ctx, request, key, pull_from_offset, codes, suspended_at=loop.time())
+        timeout_ms = suspend_timeout_ms if self.long_polling_enable else self.short_polling_time_ms
+        held.timer = loop.call_later(max(timeout_ms, 0) / 1000, self._expire, held)
+        self._held.setdefault(key, []).append(held)
+
+    def notify_message_arriving(self, topic: str, queue_id: int, queue_offset: int, tags_code: int,
+                                store_timestamp: int = 0) -> None:
+        """Dispatch listener: a message was stored at ``queue_offset`` of ``topic@queue_id``."""
+        if not self._held:
+            return
+        pulls = self._held.get((topic, queue_id))
+        if not pulls or not self.long_polling_enable:
+            return
+        if threading.get_ident() != self._loop_thread:
+            loop = self._loop
+            if loop is not None:
+                loop.call_soon_threadsafe(self.notify_message_arriving, topic, queue_id, queue_offset, tags_code)
+            return
+        code = _to_int32(tags_code)
+        for held in pulls:
+            if held.done or queue_offset < held.pull_from_offset:
+                continue
+            if held.codes is not None and code not in held.codes:
+                continue
+            held.done = True
+            self.woken_by_message += 1
+            # Answer after the put that woke us has finished (and been answered).
+            assert self._loop is not None
+            self._loop.call_soon(self._wake, held)
+
+    def _expire(self, held: HeldPull) -> None:
+        if held.done:
+            return
+        held.done = True
+        self.woken_by_timeout += 1
+        self._wake(held)
+
+    def _wake(self, held: HeldPull) -> None:
+        pulls = self._held.get(held.key)
+        if pulls is not None:
+            with contextlib.suppress(ValueError):
+                pulls.remove(held)
+            if not pulls:
+                del self._held[held.key]
+        if held.timer is not None:
+            held.timer.cancel()
+            held.timer = None
+        if held.ctx.channel.closed:
+            return
+        try:
+            response = self._runner(held.ctx, held.request)
+        except Exception as exc:
+            logger.exception("held pull failed on wake-up: %s", held.request.describe())
+            response = held.request.make_response(1, remark=f"pull failed: {type(exc).__name__}: {exc}")
+        if response is not None:
+            held.ctx.respond(response)
+
+    async def _sweep_loop(self) -> None:
+        """Safety net: wake pulls whose queue has grown without a notification (e.g. a missed wake-up)."""
+        assert self._max_offset is not None
+        while True:
+            await asyncio.sleep(self.check_interval_ms / 1000)
+            for key, pulls in list(self._held.items()):
+                try:
+                    newest = self._max_offset(*key)
+                except Exception:
+                    logger.exception("long-polling sweep cannot read the max offset of %s", key)
+                    continue
+                for held in list(pulls):
+                    if not held.done and newest > held.pull_from_offset:
+                        held.done = True
+                        self.woken_by_message += 1
+                        self._wake(held)
+
+
+__all__ = ["HeldPull", "PullRequestHoldService", "PullRunner"]

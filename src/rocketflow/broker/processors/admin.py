@@ -1,0 +1,384 @@
+"""The broker's default processor (RocketMQ's AdminBrokerProcessor): locks, offsets, topics, groups, stats.
+
+Codes it does not know are answered REQUEST_CODE_NOT_SUPPORTED with RocketMQ's remark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any
+
+from rocketflow.broker.processors.common import bad_input, error
+from rocketflow.net import RemotingError, RequestContext, not_supported_remark
+from rocketflow.protocol.bodies import (
+    Connection,
+    ConsumerConnection,
+    ConsumerOffsetTable,
+    ConsumeStats,
+    DelayOffsetTable,
+    KVTable,
+    LockBatchRequestBody,
+    LockBatchResponseBody,
+    OffsetWrapper,
+    ProducerConnection,
+    ResetOffsetBody,
+    SubscriptionGroupConfig,
+    TopicConfig,
+    TopicFilterType,
+    TopicOffset,
+    TopicStatsTable,
+    UnlockBatchRequestBody,
+)
+from rocketflow.protocol.message import MessageQueue
+from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
+from rocketflow.remoting import fastjson
+from rocketflow.remoting.codes import LanguageCode, RequestCode, ResponseCode
+from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.errors import ProtocolError
+from rocketflow.remoting.headers import (
+    CreateTopicRequestHeader,
+    DeleteSubscriptionGroupRequestHeader,
+    DeleteTopicRequestHeader,
+    GetConsumerConnectionListRequestHeader,
+    GetConsumerRunningInfoRequestHeader,
+    GetConsumeStatsRequestHeader,
+    GetEarliestMsgStoretimeRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMinOffsetRequestHeader,
+    GetProducerConnectionListRequestHeader,
+    GetTopicStatsInfoRequestHeader,
+    QueryTopicConsumeByWhoRequestHeader,
+    ResetOffsetRequestHeader,
+    SearchOffsetRequestHeader,
+)
+
+if TYPE_CHECKING:
+    from rocketflow.broker.controller import BrokerController
+
+logger = logging.getLogger("rocketflow.broker.admin")
+
+_Handler = Callable[[RequestContext, RemotingCommand], "RemotingCommand | Awaitable[RemotingCommand | None]"]
+#: Upper bound of queue counts accepted by UPDATE_AND_CREATE_TOPIC (BenchmarkTest has 1024).
+MAX_QUEUE_NUMS = 1024
+
+
+def _camel(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+class AdminBrokerProcessor:
+    """Everything without a dedicated processor."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self.handlers: dict[int, _Handler] = {
+            RequestCode.LOCK_BATCH_MQ: self.lock_batch_mq,
+            RequestCode.UNLOCK_BATCH_MQ: self.unlock_batch_mq,
+            RequestCode.GET_MAX_OFFSET: self.get_max_offset,
+            RequestCode.GET_MIN_OFFSET: self.get_min_offset,
+            RequestCode.SEARCH_OFFSET_BY_TIMESTAMP: self.search_offset_by_timestamp,
+            RequestCode.GET_EARLIEST_MSG_STORETIME: self.get_earliest_msg_storetime,
+            RequestCode.UPDATE_AND_CREATE_TOPIC: self.update_and_create_topic,
+            RequestCode.DELETE_TOPIC_IN_BROKER: self.delete_topic,
+            RequestCode.GET_ALL_TOPIC_CONFIG: self.get_all_topic_config,
+            RequestCode.GET_TOPIC_STATS_INFO: self.get_topic_stats_info,
+            RequestCode.GET_CONSUME_STATS: self.get_consume_stats,
+            RequestCode.GET_CONSUMER_CONNECTION_LIST: self.get_consumer_connection_list,
+            RequestCode.GET_PRODUCER_CONNECTION_LIST: self.get_producer_connection_list,
+            RequestCode.GET_ALL_CONSUMER_OFFSET: self.get_all_consumer_offset,
+            RequestCode.GET_ALL_DELAY_OFFSET: self.get_all_delay_offset,
+            RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP: self.update_and_create_subscription_group,
+            RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG: self.get_all_subscription_group,
+            RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
+            RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
+            RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
+            RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
+            RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
+        }
+
+    def process(self, ctx: RequestContext,
+                request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+        handler = self.handlers.get(request.code)
+        if handler is None:
+            return error(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
+        try:
+            return handler(ctx, request)
+        except ProtocolError as exc:
+            logger.info("rejecting %s from %s: %s", request.describe(), ctx.remote_address, exc)
+            return bad_input(request, exc)
+
+    # ------------------------------------------------------------------ locks
+
+    def lock_batch_mq(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        body = LockBatchRequestBody.decode(request.body)
+        if not body.consumer_group or not body.client_id:
+            return error(request, ResponseCode.SYSTEM_ERROR,
+                         "invalid request body: LockBatchRequestBody needs consumerGroup and clientId")
+        locked = self.broker.locks.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
+        return request.make_response(ResponseCode.SUCCESS, body=LockBatchResponseBody(locked).encode())
+
+    def unlock_batch_mq(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        body = UnlockBatchRequestBody.decode(request.body)
+        if not body.consumer_group or not body.client_id:
+            return error(request, ResponseCode.SYSTEM_ERROR,
+                         "invalid request body: UnlockBatchRequestBody needs consumerGroup and clientId")
+        self.broker.locks.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    # ------------------------------------------------------------------ offsets
+
+    def get_max_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = GetMaxOffsetRequestHeader.from_command(request)
+        offset = self.broker.store.get_max_offset_in_queue(header.topic, header.queue_id)
+        return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+    def get_min_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = GetMinOffsetRequestHeader.from_command(request)
+        offset = self.broker.store.get_min_offset_in_queue(header.topic, header.queue_id)
+        return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+    def search_offset_by_timestamp(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = SearchOffsetRequestHeader.from_command(request)
+        offset = self.broker.store.get_offset_by_timestamp(header.topic, header.queue_id, header.timestamp)
+        return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+    def get_earliest_msg_storetime(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = GetEarliestMsgStoretimeRequestHeader.from_command(request)
+        timestamp = self.broker.store.get_earliest_message_time(header.topic, header.queue_id)
+        return request.make_response(ResponseCode.SUCCESS, ext_fields={"timestamp": str(timestamp)})
+
+    def get_all_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        table = {key: dict(queues) for key, queues in self.broker.offsets.table.items()}
+        return request.make_response(ResponseCode.SUCCESS, body=ConsumerOffsetTable(table).encode())
+
+    def get_all_delay_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        table = dict(self.broker.delay_offsets.table)
+        return request.make_response(ResponseCode.SUCCESS, body=DelayOffsetTable(table).encode())
+
+    def reset_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """INVOKE_BROKER_TO_RESET_OFFSET: offsets by timestamp, stored, and pushed to the group's clients."""
+        header = ResetOffsetRequestHeader.from_command(request)
+        broker = self.broker
+        topic_config = broker.topics.select(header.topic)
+        if topic_config is None:
+            return error(request, ResponseCode.SYSTEM_ERROR,
+                         f"[reset-offset] reset offset failed, no topic in this broker. topic={header.topic}")
+        store = broker.store
+        table: dict[MessageQueue, int] = {}
+        for queue_id in range(topic_config.write_queue_nums):
+            if header.timestamp == -1:
+                target = store.get_max_offset_in_queue(header.topic, queue_id)
+            else:
+                target = store.get_offset_by_timestamp(header.topic, queue_id, header.timestamp)
+            current = broker.offsets.query_offset(header.group, header.topic, queue_id)
+            if not header.is_force and 0 <= current <= target:
+                target = current
+            table[MessageQueue(header.topic, broker.config.broker_name, queue_id)] = target
+        for queue, offset in table.items():
+            broker.offsets.commit_offset(header.group, header.topic, queue.queue_id, offset)
+        body = ResetOffsetBody(table).encode()
+        group_info = broker.clients.get_consumer_group(header.group)
+        if group_info is not None:
+            for info in list(group_info.channels.values()):
+                push = RemotingCommand.request(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, header.to_ext_fields(), body,
+                                               oneway=True, language=LanguageCode.JAVA)
+                info.channel.send(push)
+        return request.make_response(ResponseCode.SUCCESS, body=body)
+
+    # ------------------------------------------------------------------ topics
+
+    def update_and_create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = CreateTopicRequestHeader.from_command(request)
+        topic = header.topic
+        try:
+            validate_topic(topic)
+        except InvalidNameError as exc:
+            return error(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if self.broker.topics.is_system_topic(topic):
+            return error(request, ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        for name, value in (("readQueueNums", header.read_queue_nums), ("writeQueueNums", header.write_queue_nums)):
+            if not 0 < value <= MAX_QUEUE_NUMS:
+                return error(request, ResponseCode.SYSTEM_ERROR, f"{name} must be in 1..{MAX_QUEUE_NUMS}, got {value}")
+        if not 0 <= header.perm <= 15:
+            return error(request, ResponseCode.SYSTEM_ERROR, f"perm must be PermName bits 0..15, got {header.perm}")
+        try:
+            filter_type = TopicFilterType[header.topic_filter_type]
+        except KeyError:
+            return error(request, ResponseCode.SYSTEM_ERROR,
+                         f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {header.topic_filter_type!r}")
+        config = TopicConfig(topic, header.read_queue_nums, header.write_queue_nums, header.perm, filter_type,
+                             header.topic_sys_flag or 0, header.order)
+        self.broker.topics.update(config)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    def delete_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = DeleteTopicRequestHeader.from_command(request)
+        topic = header.topic
+        try:
+            validate_topic(topic)
+        except InvalidNameError as exc:
+            return error(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if self.broker.topics.is_system_topic(topic):
+            return error(request, ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        self.broker.topics.delete(topic)
+        self.broker.store.delete_topics([topic])
+        return request.make_response(ResponseCode.SUCCESS)
+
+    def get_all_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(ResponseCode.SUCCESS, body=self.broker.topics.snapshot().encode())
+
+    def get_topic_stats_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = GetTopicStatsInfoRequestHeader.from_command(request)
+        broker = self.broker
+        topic_config = broker.topics.select(header.topic)
+        if topic_config is None:
+            return error(request, ResponseCode.TOPIC_NOT_EXIST, f"topic[{header.topic}] not exist")
+        store = broker.store
+        table: dict[MessageQueue, TopicOffset] = {}
+        for queue_id in range(topic_config.write_queue_nums):
+            min_offset = max(0, store.get_min_offset_in_queue(header.topic, queue_id))
+            max_offset = max(0, store.get_max_offset_in_queue(header.topic, queue_id))
+            timestamp = 0
+            if max_offset > 0:
+                timestamp = max(0, store.get_message_store_timestamp(header.topic, queue_id, max_offset - 1))
+            table[MessageQueue(header.topic, broker.config.broker_name, queue_id)] = TopicOffset(
+                min_offset, max_offset, timestamp)
+        return request.make_response(ResponseCode.SUCCESS, body=TopicStatsTable(table).encode())
+
+    def query_topic_consume_by_who(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = QueryTopicConsumeByWhoRequestHeader.from_command(request)
+        broker = self.broker
+        groups = broker.clients.groups_subscribing(header.topic)
+        prefix = header.topic + "@"
+        groups.update(key[len(prefix):] for key in broker.offsets.table if key.startswith(prefix))
+        return request.make_response(ResponseCode.SUCCESS, body=fastjson.dumps({"groupList": sorted(groups)}))
+
+    # ------------------------------------------------------------------ consumers and producers
+
+    def get_consume_stats(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumeStatsRequestHeader.from_command(request)
+        broker = self.broker
+        group = header.consumer_group
+        if header.topic and header.topic.strip():
+            topics = [header.topic]
+        else:
+            suffix = "@" + group
+            topics = sorted(key[:-len(suffix)] for key in broker.offsets.table if key.endswith(suffix))
+        group_info = broker.clients.get_consumer_group(group)
+        store = broker.store
+        table: dict[MessageQueue, OffsetWrapper] = {}
+        for topic in topics:
+            topic_config = broker.topics.select(topic)
+            if topic_config is None:
+                continue
+            if group_info is not None and group_info.subscriptions and topic not in group_info.subscriptions:
+                continue
+            for queue_id in range(topic_config.read_queue_nums):
+                broker_offset = max(0, store.get_max_offset_in_queue(topic, queue_id))
+                consumer_offset = max(0, broker.offsets.query_offset(group, topic, queue_id))
+                last = 0
+                if consumer_offset > 0:
+                    last = max(0, store.get_message_store_timestamp(topic, queue_id, consumer_offset - 1))
+                table[MessageQueue(topic, broker.config.broker_name, queue_id)] = OffsetWrapper(
+                    broker_offset, consumer_offset, last)
+        stats = ConsumeStats(table, broker.stats.group_get_tps(group))
+        return request.make_response(ResponseCode.SUCCESS, body=stats.encode())
+
+    def get_consumer_connection_list(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumerConnectionListRequestHeader.from_command(request)
+        group_info = self.broker.clients.get_consumer_group(header.consumer_group)
+        if group_info is None or not group_info.channels:
+            return error(request, ResponseCode.CONSUMER_NOT_ONLINE,
+                         f"the consumer group[{header.consumer_group}] not online")
+        body = ConsumerConnection(
+            connection_set=[Connection(info.client_id, info.client_addr, info.language, info.version)
+                            for info in group_info.channels.values()],
+            subscription_table=dict(group_info.subscriptions),
+            consume_type=group_info.consume_type,
+            message_model=group_info.message_model,
+            consume_from_where=group_info.consume_from_where,
+        )
+        return request.make_response(ResponseCode.SUCCESS, body=body.encode())
+
+    def get_producer_connection_list(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = GetProducerConnectionListRequestHeader.from_command(request)
+        members = self.broker.clients.producer_groups.get(header.producer_group)
+        if not members:
+            return error(request, ResponseCode.SYSTEM_ERROR, f"the producer group[{header.producer_group}] not exist")
+        body = ProducerConnection([Connection(info.client_id, info.client_addr, info.language, info.version)
+                                   for info in members.values()])
+        return request.make_response(ResponseCode.SUCCESS, body=body.encode())
+
+    async def get_consumer_running_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """Relay GET_CONSUMER_RUNNING_INFO to the client and return its answer."""
+        header = GetConsumerRunningInfoRequestHeader.from_command(request)
+        group_info = self.broker.clients.get_consumer_group(header.consumer_group)
+        info = group_info.find_channel(header.client_id) if group_info is not None else None
+        if info is None or info.channel.closed:
+            return error(request, ResponseCode.SYSTEM_ERROR,
+                         f"The Consumer <{header.consumer_group}> <{header.client_id}> not online")
+        relay = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, header.to_ext_fields(),
+                                        language=LanguageCode.JAVA)
+        try:
+            answer = await info.channel.invoke(relay, self.broker.config.client_call_timeout_ms / 1000)
+        except RemotingError as exc:
+            return error(request, ResponseCode.SYSTEM_ERROR,
+                         f"invoke consumer <{header.consumer_group}> <{header.client_id}> failed: {exc}")
+        return request.make_response(answer.code, remark=answer.remark, ext_fields=answer.ext_fields,
+                                     body=answer.body)
+
+    # ------------------------------------------------------------------ subscription groups
+
+    def update_and_create_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        config = SubscriptionGroupConfig.decode(request.body)
+        try:
+            validate_group(config.group_name)
+        except InvalidNameError as exc:
+            return error(request, ResponseCode.SYSTEM_ERROR, str(exc))
+        if config.retry_queue_nums < 0 or config.retry_max_times < -1:
+            return error(request, ResponseCode.SYSTEM_ERROR,
+                         "retryQueueNums must be >= 0 and retryMaxTimes >= -1")
+        self.broker.groups.update(config)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    def get_all_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(ResponseCode.SUCCESS, body=self.broker.groups.snapshot().encode())
+
+    def delete_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = DeleteSubscriptionGroupRequestHeader.from_command(request)
+        self.broker.groups.delete(header.group_name)
+        if header.remove_offset:
+            self.broker.offsets.remove_group(header.group_name)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    # ------------------------------------------------------------------ broker
+
+    def get_broker_runtime_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response(ResponseCode.SUCCESS, body=KVTable(self.broker.runtime_info()).encode())
+
+    def get_broker_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        config = self.broker.config
+        lines: list[str] = []
+
+        def add(prefix: str, obj: Any) -> None:
+            for item in dataclasses.fields(obj):
+                value = getattr(obj, item.name)
+                if dataclasses.is_dataclass(value):
+                    continue
+                if hasattr(value, "value") and not isinstance(value, int | str):
+                    value = value.value
+                lines.append(f"{prefix}{_camel(item.name)}={'' if value is None else value}")
+
+        add("", config)
+        add("", config.store)
+        version = self.broker.topics.data_version
+        return request.make_response(ResponseCode.SUCCESS,
+                                     ext_fields={"version": version.encode().decode()},
+                                     body=("\n".join(sorted(lines)) + "\n").encode())
+
+
+__all__ = ["MAX_QUEUE_NUMS", "AdminBrokerProcessor"]

@@ -1,0 +1,73 @@
+"""Helpers shared by the broker's request processors."""
+
+from __future__ import annotations
+
+import inspect
+import logging
+from collections.abc import Awaitable
+from typing import Final
+
+from rocketflow.net import Processor, RequestContext
+from rocketflow.remoting.codes import ResponseCode
+from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.errors import BodyDecodeError, HeaderFieldError, ProtocolError
+
+logger = logging.getLogger("rocketflow.broker")
+
+#: RocketMQ's FAQ pointer, appended to some remarks as the Java broker does.
+FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
+
+
+def error(request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
+    """A response with ``code`` and ``remark`` (no header fields)."""
+    return request.make_response(code, remark=remark)
+
+
+def bad_input(request: RemotingCommand, exc: ProtocolError) -> RemotingCommand:
+    """SYSTEM_ERROR naming what is wrong with the request's header or body."""
+    if isinstance(exc, HeaderFieldError):
+        remark = f"invalid request header field {exc}"
+    elif isinstance(exc, BodyDecodeError):
+        remark = f"invalid request body: {exc}"
+    else:
+        remark = f"invalid request: {exc}"
+    return request.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
+
+
+def guarded(processor: Processor) -> Processor:
+    """Wrap a processor so malformed headers/bodies (`ProtocolError`) get a clear SYSTEM_ERROR."""
+
+    def run(ctx: RequestContext,
+            request: RemotingCommand) -> Awaitable[RemotingCommand | None] | RemotingCommand | None:
+        try:
+            result = processor(ctx, request)
+        except ProtocolError as exc:
+            logger.info("rejecting %s from %s: %s", request.describe(), ctx.remote_address, exc)
+            return bad_input(request, exc)
+        if inspect.isawaitable(result):
+            return _guard_awaitable(result, request, ctx)
+        return result
+
+    return run
+
+
+async def _guard_awaitable(awaitable: Awaitable[RemotingCommand | None], request: RemotingCommand,
+                           ctx: RequestContext) -> RemotingCommand | None:
+    try:
+        return await awaitable
+    except ProtocolError as exc:
+        logger.info("rejecting %s from %s: %s", request.describe(), ctx.remote_address, exc)
+        return bad_input(request, exc)
+
+
+def parse_host(address: str) -> tuple[str, int]:
+    """``"ip:port"`` -> ``(ip, port)``; unknown or malformed -> ``("127.0.0.1", 0)``."""
+    host, _, port = address.rpartition(":")
+    if host.startswith("[") and host.endswith("]"):
+        host = host[1:-1]
+    if not host or not port.isdigit():
+        return ("127.0.0.1", 0)
+    return (host, int(port))
+
+
+__all__ = ["FAQ_SUFFIX", "bad_input", "error", "guarded", "parse_host"]

@@ -1,0 +1,61 @@
+"""GET_CONSUMER_LIST_BY_GROUP (38), QUERY_CONSUMER_OFFSET (14), UPDATE_CONSUMER_OFFSET (15)."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from rocketflow.broker.processors.common import error, guarded
+from rocketflow.net import RemotingServer, RequestContext
+from rocketflow.protocol.bodies import ConsumerListBody
+from rocketflow.remoting.codes import RequestCode, ResponseCode
+from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.headers import (
+    GetConsumerListByGroupRequestHeader,
+    QueryConsumerOffsetRequestHeader,
+    UpdateConsumerOffsetRequestHeader,
+)
+
+if TYPE_CHECKING:
+    from rocketflow.broker.controller import BrokerController
+
+QUERY_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+
+
+class ConsumerManageProcessor:
+    """Group membership lists and committed offsets."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def register_to(self, server: RemotingServer) -> None:
+        server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, guarded(self.get_consumer_list))
+        server.register(RequestCode.QUERY_CONSUMER_OFFSET, guarded(self.query_consumer_offset))
+        server.register(RequestCode.UPDATE_CONSUMER_OFFSET, guarded(self.update_consumer_offset))
+
+    def get_consumer_list(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = GetConsumerListByGroupRequestHeader.from_command(request)
+        group_info = self.broker.clients.get_consumer_group(header.consumer_group)
+        client_ids = group_info.all_client_ids() if group_info is not None else []
+        if not client_ids:
+            return error(request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}")
+        return request.make_response(ResponseCode.SUCCESS, body=ConsumerListBody(client_ids).encode())
+
+    def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = QueryConsumerOffsetRequestHeader.from_command(request)
+        broker = self.broker
+        offset = broker.offsets.query_offset(header.consumer_group, header.topic, header.queue_id)
+        if offset < 0:
+            # A queue that still starts at 0 is consumed from its beginning by a group's first consumer.
+            min_offset = broker.store.get_min_offset_in_queue(header.topic, header.queue_id)
+            if min_offset > 0:
+                return error(request, ResponseCode.QUERY_NOT_FOUND, QUERY_NOT_FOUND_REMARK)
+            offset = 0
+        return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
+
+    def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        header = UpdateConsumerOffsetRequestHeader.from_command(request)
+        self.broker.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        return request.make_response(ResponseCode.SUCCESS)
+
+
+__all__ = ["QUERY_NOT_FOUND_REMARK", "ConsumerManageProcessor"]

@@ -1,0 +1,165 @@
+"""PULL_MESSAGE (11): checks of PROTOCOL.md 2.3, the status mapping of 4.1, and long polling."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Final
+
+from rocketflow.broker.processors.common import FAQ_SUFFIX, error, guarded
+from rocketflow.net import RemotingServer, RequestContext
+from rocketflow.protocol.bodies import MessageModel, SubscriptionData
+from rocketflow.protocol.names import is_readable
+from rocketflow.protocol.sysflag import PullSysFlag
+from rocketflow.protocol.tags import SubscriptionParseError, parse_subscription
+from rocketflow.remoting.codes import RequestCode, ResponseCode
+from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.headers import PullMessageRequestHeader
+from rocketflow.store.config import BrokerRole
+from rocketflow.store.message_store import GetMessageStatus, TagsCodeFilter
+
+if TYPE_CHECKING:
+    from rocketflow.broker.controller import BrokerController
+
+_COMMIT_OFFSET: Final = int(PullSysFlag.COMMIT_OFFSET)
+_SUSPEND: Final = int(PullSysFlag.SUSPEND)
+_SUBSCRIPTION: Final = int(PullSysFlag.SUBSCRIPTION)
+
+#: Store status -> response code (PROTOCOL.md 4.1); the two "no queue" statuses depend on the offset.
+_STATUS_CODES: Final = {
+    GetMessageStatus.FOUND: ResponseCode.SUCCESS,
+    GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.NO_MATCHED_MESSAGE: ResponseCode.PULL_RETRY_IMMEDIATELY,
+    GetMessageStatus.OFFSET_FOUND_NULL: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_OVERFLOW_BADLY: ResponseCode.PULL_OFFSET_MOVED,
+    GetMessageStatus.OFFSET_OVERFLOW_ONE: ResponseCode.PULL_NOT_FOUND,
+    GetMessageStatus.OFFSET_TOO_SMALL: ResponseCode.PULL_OFFSET_MOVED,
+}
+_NO_QUEUE: Final = (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE)
+
+
+def is_tag_type(expression_type: str | None) -> bool:
+    return not expression_type or expression_type == "TAG"
+
+
+def filter_codes(subscription: SubscriptionData | None) -> frozenset[int] | None:
+    """The tag codes a pull passes (None = everything), as ExpressionMessageFilter matches the consume queue."""
+    if subscription is None or subscription.class_filter_mode:
+        return None
+    sub_string = subscription.sub_string
+    if not sub_string or sub_string.strip() in ("*", ""):
+        return None
+    return frozenset(subscription.code_set)
+
+
+class PullMessageProcessor:
+    """Reads messages for consumers; suspends pulls that find nothing when they allow it."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+
+    def register_to(self, server: RemotingServer) -> None:
+        server.register(RequestCode.PULL_MESSAGE, guarded(self.process_request))
+
+    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return self.process(ctx, request, allow_suspend=True)
+
+    def run_without_suspend(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        """Re-run a held pull (long polling wake-up or timeout)."""
+        return self.process(ctx, request, allow_suspend=False)
+
+    def process(self, ctx: RequestContext, request: RemotingCommand, *, allow_suspend: bool) -> RemotingCommand | None:
+        broker = self.broker
+        config = broker.config
+        header = PullMessageRequestHeader.from_command(request)
+        if not is_readable(config.broker_permission):
+            return error(request, ResponseCode.NO_PERMISSION,
+                         f"the broker[{broker.broker_ip}] pulling message is forbidden")
+        group = header.consumer_group
+        group_config = broker.groups.find(group)
+        if group_config is None:
+            return error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                         f"subscription group [{group}] does not exist, {FAQ_SUFFIX}")
+        if not group_config.consume_enable:
+            return error(request, ResponseCode.NO_PERMISSION, f"subscription group no permission, {group}")
+        sys_flag = header.sys_flag
+        has_suspend = bool(sys_flag & _SUSPEND)
+        has_commit_offset = bool(sys_flag & _COMMIT_OFFSET)
+        has_subscription = bool(sys_flag & _SUBSCRIPTION)
+        topic = header.topic
+        topic_config = broker.topics.select(topic)
+        if topic_config is None:
+            return error(request, ResponseCode.TOPIC_NOT_EXIST,
+                         f"topic[{topic}] not exist, apply first please! {FAQ_SUFFIX}")
+        if not is_readable(topic_config.perm):
+            return error(request, ResponseCode.NO_PERMISSION, f"the topic[{topic}] pulling message is forbidden")
+        queue_id = header.queue_id
+        if queue_id < 0 or queue_id >= topic_config.read_queue_nums:
+            return error(request, ResponseCode.SYSTEM_ERROR,
+                         f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
+                         f"[{topic_config.read_queue_nums}] consumer:[{ctx.remote_address}]")
+        subscription: SubscriptionData | None
+        if has_subscription:
+            try:
+                parsed = parse_subscription(header.subscription)
+            except SubscriptionParseError as exc:
+                return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                             f"parse the consumer's subscription failed: {exc}")
+            subscription = SubscriptionData(topic, parsed.sub_string, set(parsed.tags_set), set(parsed.code_set),
+                                            header.sub_version, header.expression_type or "TAG")
+        else:
+            group_info = broker.clients.get_consumer_group(group)
+            if group_info is None:
+                return error(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                             f"the consumer's group info not exist{FAQ_SUFFIX}")
+            if not group_config.consume_broadcast_enable and group_info.message_model is MessageModel.BROADCASTING:
+                return error(request, ResponseCode.NO_PERMISSION,
+                             f"the consumer group[{group}] can not consume by broadcast way")
+            subscription = group_info.subscriptions.get(topic)
+            if subscription is None:
+                return error(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
+                             f"the consumer's subscription not exist{FAQ_SUFFIX}")
+            if subscription.sub_version < header.sub_version:
+                return error(request, ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
+        if not is_tag_type(subscription.expression_type) and not config.enable_property_filter:
+            return error(request, ResponseCode.SYSTEM_ERROR,
+                         f"The broker does not support consumer to filter message by {subscription.expression_type}")
+        if not is_tag_type(subscription.expression_type):
+            return error(request, ResponseCode.SYSTEM_ERROR,
+                         f"rocketflow does not support {subscription.expression_type} filtering yet")
+        codes = filter_codes(subscription)
+        store = broker.store
+        offset = header.queue_offset
+        result = store.get_messages(group, topic, queue_id, offset, header.max_msg_nums,
+                                    None if codes is None else TagsCodeFilter(codes))
+        status = result.status
+        if status in _NO_QUEUE:
+            code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
+        else:
+            code = _STATUS_CODES[status]
+        role = store.config.broker_role
+        if role is BrokerRole.SLAVE and not config.slave_read_enable:
+            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        if config.slave_read_enable:
+            suggest = (group_config.which_broker_when_consume_slowly if result.suggest_pulling_from_slave
+                       else group_config.broker_id)
+        else:
+            suggest = 0
+        if allow_suspend and has_commit_offset and role is not BrokerRole.SLAVE:
+            broker.offsets.commit_offset(group, topic, queue_id, header.commit_offset)
+        if code == ResponseCode.SUCCESS:
+            broker.stats.get_messages(result.message_count, result.buffer_total_size, group)
+            body = result.buffers[0] if len(result.buffers) == 1 else b"".join(result.buffers)
+        else:
+            body = b""
+            if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:
+                broker.hold_service.suspend(ctx, request, topic, queue_id, offset, codes,
+                                            header.suspend_timeout_millis)
+                return None
+        return request.make_response(code, remark=status.value, ext_fields={
+            "suggestWhichBrokerId": str(suggest),
+            "nextBeginOffset": str(result.next_begin_offset),
+            "minOffset": str(result.min_offset),
+            "maxOffset": str(result.max_offset),
+        }, body=body)
+
+
+__all__ = ["PullMessageProcessor", "filter_codes", "is_tag_type"]

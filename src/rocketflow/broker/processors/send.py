@@ -1,0 +1,458 @@
+"""SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and CONSUMER_SEND_MSG_BACK (36).
+
+PROTOCOL.md 2.3 and 4.6. The batch path is kept lean: batch elements are sliced straight into
+the store's `PutMessageRequest` objects (properties stay encoded bytes; only TAGS, KEYS and
+UNIQ_KEY are looked up in them).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import random
+import struct
+import time
+from collections.abc import Awaitable
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Final
+
+from rocketflow.broker.processors.common import FAQ_SUFFIX, error, guarded, parse_host
+from rocketflow.net import RemotingServer, RequestContext
+from rocketflow.protocol.bodies import TopicConfig, TopicFilterType
+from rocketflow.protocol.codec import RecordDecodeError, decode_record
+from rocketflow.protocol.message import MessageConst
+from rocketflow.protocol.names import (
+    DLQ_NUMS_PER_GROUP,
+    OFFSET_MOVED_EVENT,
+    SCHEDULE_TOPIC,
+    SELF_TEST_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+    InvalidNameError,
+    PermName,
+    dlq_topic,
+    is_retry_topic,
+    is_writeable,
+    retry_topic,
+    validate_topic,
+)
+from rocketflow.protocol.properties import InvalidPropertyError, decode_properties, encode_properties_bytes
+from rocketflow.protocol.sysflag import MessageSysFlag, transaction_value
+from rocketflow.protocol.tags import tags_code as compute_tags_code
+from rocketflow.remoting.codes import RequestCode, ResponseCode
+from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.headers import (
+    ConsumerSendMsgBackRequestHeader,
+    SendMessageRequestHeader,
+    decode_send_header,
+)
+from rocketflow.store.commit_log import AppendResult, PutMessageRequest, PutMessageStatus
+
+if TYPE_CHECKING:
+    from rocketflow.broker.controller import BrokerController
+
+#: Topics no producer may send to (TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET).
+NOT_ALLOWED_SEND_TOPICS: Final = frozenset({
+    SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, SELF_TEST_TOPIC,
+    OFFSET_MOVED_EVENT,
+})
+#: Request version from which CONSUMER_SEND_MSG_BACK / retry sends honour ``maxReconsumeTimes`` (V3_4_9).
+MAX_RECONSUME_TIMES_MIN_VERSION: Final = 121
+
+_BATCH_HEAD: Final = struct.Struct(">iiiii")
+_BATCH_HEAD_SIZE: Final = _BATCH_HEAD.size
+_EMPTY_PROPERTIES: Final[dict[str, str]] = {}
+_TRANSACTION_PREPARED: Final = int(MessageSysFlag.TRANSACTION_PREPARED)
+_TRANSACTION_ROLLBACK: Final = int(MessageSysFlag.TRANSACTION_ROLLBACK)
+_MULTI_TAGS: Final = int(MessageSysFlag.MULTI_TAGS)
+_ILLEGAL_REMARK: Final = ("the message is illegal, maybe msg body or properties length not matched. "
+                          "msg body length limit 128k, msg properties length limit 32k.")
+
+
+class SendMessageProcessor:
+    """Stores what producers send and what consumers send back."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self._random = random.Random()
+        #: raw TAGS bytes -> tags code, for the batch path
+        self._tags_codes: dict[bytes, int] = {}
+        self._store_host_hex = ("", b"")
+
+    def register_to(self, server: RemotingServer) -> None:
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+            server.register(code, guarded(self.process_send))
+        server.register(RequestCode.CONSUMER_SEND_MSG_BACK, guarded(self.process_send_back))
+
+    # ------------------------------------------------------------------ checks
+
+    def _check(self, ctx: RequestContext, request: RemotingCommand,
+               header: SendMessageRequestHeader) -> TopicConfig | RemotingCommand:
+        """msgCheck: broker/topic permission, topic name, auto-create, queue id."""
+        broker = self.broker
+        config = broker.config
+        topic = header.topic
+        if not is_writeable(config.broker_permission):
+            return error(request, ResponseCode.NO_PERMISSION,
+                         f"the broker[{broker.broker_ip}] sending message is forbidden")
+        try:
+            validate_topic(topic)
+        except InvalidNameError as exc:
+            return error(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+        if topic in NOT_ALLOWED_SEND_TOPICS:
+            return error(request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
+        topic_config = broker.topics.select(topic)
+        if topic_config is None:
+            topic_config = broker.topics.create_in_send(topic, header.default_topic, ctx.remote_address,
+                                                        header.default_topic_queue_nums)
+            if topic_config is None and is_retry_topic(topic):
+                topic_config = broker.topics.create_in_send_back(topic, 1, PermName.READ | PermName.WRITE)
+            if topic_config is None:
+                return error(request, ResponseCode.TOPIC_NOT_EXIST,
+                             f"topic[{topic}] not exist, apply first please!{FAQ_SUFFIX}")
+        if not is_writeable(topic_config.perm):
+            return error(request, ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
+        queue_id = header.queue_id
+        limit = max(topic_config.read_queue_nums, topic_config.write_queue_nums)
+        if queue_id >= limit:
+            return error(request, ResponseCode.SYSTEM_ERROR,
+                         f"request queueId[{queue_id}] is illegal, {topic_config} Producer: {ctx.remote_address}")
+        return topic_config
+
+    def _pick_queue(self, queue_id: int, queue_nums: int) -> int:
+        if queue_id >= 0:
+            return queue_id
+        return self._random.randrange(queue_nums) if queue_nums > 0 else 0
+
+    # ------------------------------------------------------------------ send
+
+    def process_send(self, ctx: RequestContext,
+                     request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+        header = decode_send_header(request)
+        checked = self._check(ctx, request, header)
+        if isinstance(checked, RemotingCommand):
+            return checked
+        if request.code == RequestCode.SEND_BATCH_MESSAGE:
+            return self._send_batch(ctx, request, header, checked)
+        return self._send_single(ctx, request, header, checked)
+
+    def _send_single(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
+                     topic_config: TopicConfig) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+        broker = self.broker
+        config = broker.config
+        body = request.body
+        if len(body) > config.max_message_size:
+            return error(request, ResponseCode.MESSAGE_ILLEGAL,
+                         f"the message body size {len(body)} exceeds the maximum {config.max_message_size}")
+        topic = header.topic
+        queue_id = self._pick_queue(header.queue_id, topic_config.write_queue_nums)
+        reconsume_times = header.reconsume_times or 0
+        properties = decode_properties(header.properties) if header.properties else {}
+        if is_retry_topic(topic):
+            routed = self._route_retry(request, header, properties, reconsume_times)
+            if isinstance(routed, RemotingCommand):
+                return routed
+            topic, queue_id = routed
+        wait = properties.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+        properties[MessageConst.CLUSTER] = config.cluster
+        sys_flag = header.sys_flag
+        transaction = transaction_value(sys_flag)
+        if properties.get(MessageConst.TRANSACTION_PREPARED) == "true" and config.reject_transaction_message:
+            return error(request, ResponseCode.NO_PERMISSION,
+                         f"the broker[{broker.broker_ip}] sending transaction message is forbidden")
+        if topic_config.topic_filter_type is TopicFilterType.MULTI_TAG:
+            sys_flag |= _MULTI_TAGS
+        put = self._build_request(request, topic, queue_id, body, properties, header.flag, sys_flag,
+                                  header.born_timestamp, parse_host(ctx.remote_address), reconsume_times,
+                                  transaction, wait != "false")
+        if isinstance(put, RemotingCommand):
+            return put
+        return self._put(request, [put], header.queue_id if header.queue_id >= 0 else queue_id, batch=False)
+
+    def _route_retry(self, request: RemotingCommand, header: SendMessageRequestHeader,
+                     properties: dict[str, str], reconsume_times: int) -> tuple[str, int] | RemotingCommand:
+        """handleRetryAndDLQ: a plain send to %RETRY%group past the max reconsume times goes to the DLQ."""
+        broker = self.broker
+        topic = header.topic
+        group = topic[len("%RETRY%"):]
+        group_config = broker.groups.find(group)
+        if group_config is None:
+            return error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                         f"subscription group not exist, {group}{FAQ_SUFFIX}")
+        max_times = group_config.retry_max_times
+        if request.version >= MAX_RECONSUME_TIMES_MIN_VERSION and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        queue_id = header.queue_id
+        if reconsume_times >= max_times:
+            topic = dlq_topic(group)
+            queue_id = self._random.randrange(99_999_999) % DLQ_NUMS_PER_GROUP
+            broker.topics.create_in_send_back(topic, DLQ_NUMS_PER_GROUP, PermName.READ | PermName.WRITE)
+            properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
+        elif queue_id < 0:
+            found = broker.topics.select(topic)
+            queue_id = self._pick_queue(queue_id, found.write_queue_nums if found else 1)
+        return topic, queue_id
+
+    def _build_request(self, request: RemotingCommand, topic: str, queue_id: int, body: bytes,
+                       properties: dict[str, str], flag: int, sys_flag: int, born_timestamp: int,
+                       born_host: tuple[str, int], reconsume_times: int, transaction: int,
+                       wait_store_msg_ok: bool) -> PutMessageRequest | RemotingCommand:
+        """A put request, rewritten to SCHEDULE_TOPIC_XXXX when it carries a delay level."""
+        tags = compute_tags_code(properties.get(MessageConst.TAGS))
+        delay_text = properties.get(MessageConst.DELAY_TIME_LEVEL)
+        if delay_text and transaction not in (_TRANSACTION_PREPARED, _TRANSACTION_ROLLBACK):
+            try:
+                level = int(delay_text)
+            except ValueError:
+                return error(request, ResponseCode.MESSAGE_ILLEGAL,
+                             f"the DELAY property must be an integer delay level, got {delay_text!r}")
+            if level > 0:
+                delays = self.broker.delay_levels_ms
+                level = min(level, len(delays))
+                properties[MessageConst.REAL_TOPIC] = topic
+                properties[MessageConst.REAL_QUEUE_ID] = str(queue_id)
+                properties[MessageConst.DELAY_TIME_LEVEL] = str(level)
+                topic = SCHEDULE_TOPIC
+                queue_id = level - 1
+                tags = time.time_ns() // 1_000_000 + delays[level - 1]
+        try:
+            properties_bytes = encode_properties_bytes(properties)
+        except InvalidPropertyError as exc:
+            return error(request, ResponseCode.MESSAGE_ILLEGAL, f"bad message properties: {exc}")
+        return PutMessageRequest(
+            topic=topic, queue_id=queue_id, body=body, properties=properties, properties_bytes=properties_bytes,
+            flag=flag, sys_flag=sys_flag, born_timestamp=born_timestamp, born_host=born_host,
+            store_host=self.broker.store_host, reconsume_times=reconsume_times, tags_code=tags,
+            keys=properties.get(MessageConst.KEYS), uniq_key=properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+            wait_store_msg_ok=wait_store_msg_ok,
+        )
+
+    def _send_batch(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
+                    topic_config: TopicConfig) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+        broker = self.broker
+        config = broker.config
+        topic = header.topic
+        if is_retry_topic(topic):
+            return error(request, ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
+        batch_properties = decode_properties(header.properties) if header.properties else {}
+        if batch_properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+            return error(request, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot carry a delay level")
+        wait = batch_properties.pop(MessageConst.WAIT_STORE_MSG_OK, None) != "false"
+        batch_properties[MessageConst.CLUSTER] = config.cluster
+        try:
+            suffix = encode_properties_bytes(batch_properties)
+        except InvalidPropertyError as exc:
+            return error(request, ResponseCode.MESSAGE_ILLEGAL, f"bad batch properties: {exc}")
+        queue_id = self._pick_queue(header.queue_id, topic_config.write_queue_nums)
+        sys_flag = header.sys_flag
+        if topic_config.topic_filter_type is TopicFilterType.MULTI_TAG:
+            sys_flag |= _MULTI_TAGS
+        born_host = parse_host(ctx.remote_address)
+        born_timestamp = header.born_timestamp
+        store_host = broker.store_host
+        max_size = config.max_message_size
+        data = request.body
+        end = len(data)
+        if end == 0:
+            return error(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body is empty")
+        unpack = _BATCH_HEAD.unpack_from
+        tags_cache = self._tags_codes
+        if len(tags_cache) > 4096:
+            tags_cache.clear()
+        requests: list[PutMessageRequest] = []
+        append = requests.append
+        pos = 0
+        index = 0
+        while pos < end:
+            if end - pos < _BATCH_HEAD_SIZE + 2:
+                return error(request, ResponseCode.MESSAGE_ILLEGAL,
+                             f"batch message {index}: truncated ({end - pos} bytes left)")
+            total_size, _magic, _crc, flag, body_len = unpack(data, pos)
+            body_start = pos + _BATCH_HEAD_SIZE
+            body_end = body_start + body_len
+            if body_len < 0 or body_end + 2 > end:
+                return error(request, ResponseCode.MESSAGE_ILLEGAL,
+                             f"batch message {index}: body length {body_len} exceeds the batch")
+            if body_len > max_size:
+                return error(request, ResponseCode.MESSAGE_ILLEGAL,
+                             f"batch message {index}: body size {body_len} exceeds the maximum {max_size}")
+            props_len = (data[body_end] << 8) | data[body_end + 1]
+            element_end = body_end + 2 + props_len
+            if props_len > 0x7FFF or element_end > end:
+                return error(request, ResponseCode.MESSAGE_ILLEGAL,
+                             f"batch message {index}: properties length {props_len} exceeds the batch")
+            if total_size != element_end - pos:
+                return error(request, ResponseCode.MESSAGE_ILLEGAL,
+                             f"batch message {index}: declared size {total_size} != actual {element_end - pos}")
+            props = data[body_end + 2:element_end]
+            tags_code = 0
+            keys = uniq = None
+            if props:
+                # TAGS, KEYS and UNIQ_KEY looked up in place (no full properties parse on this path)
+                found = props.find(b"TAGS\x01")
+                if found >= 0 and (found == 0 or props[found - 1] == 2):
+                    stop = props.find(b"\x02", found + 5)
+                    raw = props[found + 5:stop] if stop >= 0 else props[found + 5:]
+                    cached = tags_cache.get(raw)
+                    if cached is None:
+                        cached = tags_cache[raw] = compute_tags_code(raw.decode("utf-8", "replace"))
+                    tags_code = cached
+                found = props.find(b"KEYS\x01")
+                if found >= 0 and (found == 0 or props[found - 1] == 2):
+                    stop = props.find(b"\x02", found + 5)
+                    keys = (props[found + 5:stop] if stop >= 0 else props[found + 5:]).decode("utf-8", "replace")
+                found = props.find(b"UNIQ_KEY\x01")
+                if found >= 0 and (found == 0 or props[found - 1] == 2):
+                    stop = props.find(b"\x02", found + 9)
+                    uniq = (props[found + 9:stop] if stop >= 0 else props[found + 9:]).decode("utf-8", "replace")
+                props = props + suffix if props[-1] == 2 else props + b"\x02" + suffix
+            else:
+                props = suffix
+            append(PutMessageRequest(topic, queue_id, data[body_start:body_end], _EMPTY_PROPERTIES, props, flag,
+                                     sys_flag, born_timestamp, born_host, store_host, 0, 0,
+                                     tags_code, keys or None, uniq or None, wait))
+            pos = element_end
+            index += 1
+        return self._put(request, requests, queue_id, batch=True)
+
+    # ------------------------------------------------------------------ storing
+
+    def _put(self, request: RemotingCommand, requests: list[PutMessageRequest], queue_id: int, *,
+             batch: bool) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+        future = self.broker.store.put_messages_async(requests)
+        if future.done():
+            return self._put_response(request, future.result(), queue_id, batch)
+        return self._await_put(request, future, queue_id, batch)
+
+    async def _await_put(self, request: RemotingCommand, future: Future[AppendResult], queue_id: int,
+                         batch: bool) -> RemotingCommand:
+        result = await asyncio.wrap_future(future)
+        return self._put_response(request, result, queue_id, batch)
+
+    def _put_response(self, request: RemotingCommand, result: AppendResult, queue_id: int,
+                      batch: bool) -> RemotingCommand:
+        status = result.status
+        broker = self.broker
+        code: int
+        if status is PutMessageStatus.PUT_OK:
+            code = ResponseCode.SUCCESS
+            broker.stats.put_messages(result.message_count, result.wrote_bytes)
+        elif status in _STORED_BUT_NOT_OK:
+            code = _STORED_BUT_NOT_OK[status]
+            broker.stats.put_messages(result.message_count, result.wrote_bytes)
+        else:
+            broker.stats.put_failures += 1
+            code, remark = _put_failure(status, result.error)
+            return request.make_response(code, remark=remark)
+        msg_id = self._msg_ids(result) if batch else result.msg_id
+        return request.make_response(code, ext_fields={
+            "msgId": msg_id,
+            "queueId": str(queue_id),
+            "queueOffset": str(result.queue_offset),
+            "MSG_REGION": broker.config.region_id,
+            "TRACE_ON": "true" if broker.config.trace_on else "false",
+        })
+
+    def _msg_ids(self, result: AppendResult) -> str:
+        """Comma-joined offset msg ids of a batch (store host hex computed once)."""
+        host_hex, host = self._store_host_hex
+        if host != result.store_host:
+            host_hex = result.store_host.hex().upper()
+            self._store_host_hex = (host_hex, result.store_host)
+        return ",".join([f"{host_hex}{offset:016X}" for offset in result.commit_log_offsets])
+
+    # ------------------------------------------------------------------ send back
+
+    def process_send_back(self, ctx: RequestContext,
+                          request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+        """CONSUMER_SEND_MSG_BACK, PROTOCOL.md 4.6."""
+        header = ConsumerSendMsgBackRequestHeader.from_command(request)
+        broker = self.broker
+        group_config = broker.groups.find(header.group)
+        if group_config is None:
+            return error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
+                         f"subscription group not exist, {header.group}{FAQ_SUFFIX}")
+        if not is_writeable(broker.config.broker_permission):
+            return error(request, ResponseCode.NO_PERMISSION,
+                         f"the broker[{broker.broker_ip}] sending message is forbidden")
+        if group_config.retry_queue_nums <= 0:
+            return request.make_response(ResponseCode.SUCCESS)
+        new_topic = retry_topic(header.group)
+        queue_id = self._random.randrange(99_999_999) % group_config.retry_queue_nums
+        topic_config = broker.topics.create_in_send_back(new_topic, group_config.retry_queue_nums,
+                                                         PermName.READ | PermName.WRITE)
+        if not is_writeable(topic_config.perm):
+            return error(request, ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden")
+        record = broker.store.select_one_message_by_offset(header.offset) if header.offset >= 0 else None
+        stored = None
+        if record is not None:
+            try:
+                stored, _ = decode_record(record, decompress=False)
+            except RecordDecodeError:
+                stored = None
+        if stored is None:
+            return error(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
+        properties = dict(stored.properties)
+        properties.setdefault(MessageConst.RETRY_TOPIC, stored.topic)
+        properties.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+        max_times = group_config.retry_max_times
+        if request.version >= MAX_RECONSUME_TIMES_MIN_VERSION and header.max_reconsume_times is not None:
+            max_times = header.max_reconsume_times
+        delay_level = header.delay_level
+        properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
+        if stored.reconsume_times >= max_times or delay_level < 0:
+            new_topic = dlq_topic(header.group)
+            queue_id = self._random.randrange(99_999_999) % DLQ_NUMS_PER_GROUP
+            dlq_config = broker.topics.create_in_send_back(new_topic, DLQ_NUMS_PER_GROUP,
+                                                           PermName.READ | PermName.WRITE)
+            if not is_writeable(dlq_config.perm):
+                return error(request, ResponseCode.NO_PERMISSION,
+                             f"the topic[{new_topic}] sending message is forbidden")
+        else:
+            if delay_level == 0:
+                delay_level = 3 + stored.reconsume_times
+            properties[MessageConst.DELAY_TIME_LEVEL] = str(delay_level)
+        origin = properties.get(MessageConst.ORIGIN_MESSAGE_ID)
+        properties[MessageConst.ORIGIN_MESSAGE_ID] = origin if origin else stored.msg_id
+        put = self._build_request(request, new_topic, queue_id, stored.body, properties, stored.flag,
+                                  stored.sys_flag, stored.born_timestamp, stored.born_host,
+                                  stored.reconsume_times + 1, transaction_value(stored.sys_flag), True)
+        if isinstance(put, RemotingCommand):
+            return put
+        future = broker.store.put_messages_async([put])
+        if future.done():
+            return self._send_back_response(request, future.result())
+        return self._await_send_back(request, future)
+
+    async def _await_send_back(self, request: RemotingCommand, future: Future[AppendResult]) -> RemotingCommand:
+        return self._send_back_response(request, await asyncio.wrap_future(future))
+
+    def _send_back_response(self, request: RemotingCommand, result: AppendResult) -> RemotingCommand:
+        if result.status is PutMessageStatus.PUT_OK:
+            self.broker.stats.put_messages(result.message_count, result.wrote_bytes)
+            return request.make_response(ResponseCode.SUCCESS)
+        return request.make_response(ResponseCode.SYSTEM_ERROR, remark=result.status.value)
+
+
+_STORED_BUT_NOT_OK: Final = {
+    PutMessageStatus.FLUSH_DISK_TIMEOUT: ResponseCode.FLUSH_DISK_TIMEOUT,
+    PutMessageStatus.FLUSH_SLAVE_TIMEOUT: ResponseCode.FLUSH_SLAVE_TIMEOUT,
+    PutMessageStatus.SLAVE_NOT_AVAILABLE: ResponseCode.SLAVE_NOT_AVAILABLE,
+}
+
+
+def _put_failure(status: PutMessageStatus, detail: str) -> tuple[int, str]:
+    if status is PutMessageStatus.CREATE_MAPPED_FILE_FAILED:
+        return ResponseCode.SYSTEM_ERROR, "create mapped file failed, server is busy or broken."
+    if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
+        return ResponseCode.MESSAGE_ILLEGAL, f"{_ILLEGAL_REMARK} ({detail})" if detail else _ILLEGAL_REMARK
+    if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+        return ResponseCode.SERVICE_NOT_AVAILABLE, (
+            "service not available now. It may be caused by one of the following reasons: the broker's disk is "
+            f"full, messages are put to the slave, message store has been shut down, etc. ({detail})")
+    if status is PutMessageStatus.OS_PAGE_CACHE_BUSY:
+        return ResponseCode.SYSTEM_ERROR, "[PC_SYNCHRONIZED]broker busy, start flow control for a while"
+    return ResponseCode.SYSTEM_ERROR, f"{status.value} {detail}".strip()
+
+
+__all__ = ["MAX_RECONSUME_TIMES_MIN_VERSION", "NOT_ALLOWED_SEND_TOPICS", "SendMessageProcessor"]

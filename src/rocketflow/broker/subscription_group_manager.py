@@ -1,0 +1,76 @@
+"""`SubscriptionGroupManager`: consumer groups' broker-side configs (``config/subscriptionGroup.json``)."""
+
+from __future__ import annotations
+
+import logging
+
+from rocketflow.broker.config import BrokerConfig
+from rocketflow.protocol.bodies import DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper
+from rocketflow.store.config_file import SubscriptionGroupTable
+
+logger = logging.getLogger("rocketflow.broker.groups")
+
+#: Groups 4.9.3 creates at start (tools, filter servers, self test, ONS proxies, transactions).
+SYSTEM_GROUPS = (
+    "TOOLS_CONSUMER",
+    "FILTERSRV_CONSUMER",
+    "SELF_TEST_C_GROUP",
+    "CID_ONS-HTTP-PROXY",
+    "CID_ONSAPI_PULL",
+    "CID_ONSAPI_PERMISSION",
+    "CID_ONSAPI_OWNER",
+    "CID_SYS_RMQ_TRANS",
+)
+
+
+class SubscriptionGroupManager:
+    """Group name -> `SubscriptionGroupConfig`; unknown groups are created on lookup when allowed."""
+
+    def __init__(self, config: BrokerConfig) -> None:
+        self.config = config
+        self.table = SubscriptionGroupTable(config.store.config_dir)
+
+    def load(self) -> None:
+        self.table.load()
+        groups = self.table.groups
+        for name in SYSTEM_GROUPS:
+            if name not in groups:
+                groups[name] = SubscriptionGroupConfig(name, consume_broadcast_enable=name != "TOOLS_CONSUMER")
+
+    def persist(self) -> None:
+        self.table.persist()
+
+    @property
+    def groups(self) -> dict[str, SubscriptionGroupConfig]:
+        return self.table.groups
+
+    @property
+    def data_version(self) -> DataVersion:
+        return self.table.wrapper.data_version
+
+    def snapshot(self) -> SubscriptionGroupWrapper:
+        version = self.table.wrapper.data_version
+        return SubscriptionGroupWrapper(dict(self.table.groups), DataVersion(version.timestamp, version.counter))
+
+    def get(self, group: str) -> SubscriptionGroupConfig | None:
+        return self.table.get(group)
+
+    def find(self, group: str) -> SubscriptionGroupConfig | None:
+        """The group's config; created with defaults if absent and ``auto_create_subscription_group``."""
+        found = self.table.get(group)
+        if found is not None or not self.config.auto_create_subscription_group:
+            return found
+        created = SubscriptionGroupConfig(group)
+        self.table.put(created)
+        logger.info("auto-created subscription group %s", group)
+        return created
+
+    def update(self, group_config: SubscriptionGroupConfig) -> None:
+        self.table.put(group_config)
+        logger.info("subscription group %s created/updated", group_config.group_name)
+
+    def delete(self, group: str) -> SubscriptionGroupConfig | None:
+        return self.table.remove(group)
+
+
+__all__ = ["SYSTEM_GROUPS", "SubscriptionGroupManager"]

@@ -1,0 +1,132 @@
+"""Bodies of ``rocketflow namesrv``, ``rocketflow broker`` and ``rocketflow dev``.
+
+Each server prints one line saying where it listens (flushed, so a parent process can read it)
+and runs until SIGTERM or Ctrl-C, then stops cleanly (the broker persists offsets and configs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import signal
+from collections.abc import Coroutine, Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import click
+
+from rocketflow.broker.config import BrokerConfigError, build_broker_config, config_overrides_from_properties
+from rocketflow.broker.controller import BrokerController
+from rocketflow.broker.dev import DevCluster
+from rocketflow.namesrv import NameServer, NamesrvConfig
+
+
+def _configure_logging(verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+
+
+async def _wait_for_stop_signal() -> None:
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    try:
+        await stop.wait()
+    finally:
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.remove_signal_handler(sig)
+
+
+def _run(main: Coroutine[Any, Any, None]) -> None:
+    try:
+        asyncio.run(main)
+    except OSError as exc:
+        raise click.ClickException(f"cannot start: {exc.strerror or exc}") from None
+    except BrokerConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def parse_settings(settings: Sequence[str]) -> dict[str, object]:
+    """``--set key=value`` options: RocketMQ's camelCase names or our snake_case ones."""
+    lines = []
+    for item in settings:
+        key, separator, value = item.partition("=")
+        if not separator or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
+        key = re.sub(r"_([a-z0-9])", lambda match: match.group(1).upper(), key.strip())
+        lines.append(f"{key}={value}")
+    try:
+        return config_overrides_from_properties("\n".join(lines), "--set")
+    except BrokerConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--set") from None
+
+
+# --------------------------------------------------------------------------- namesrv
+
+
+def run_namesrv(host: str, port: int, verbose: bool = False) -> None:
+    _configure_logging(verbose)
+
+    async def main() -> None:
+        namesrv = NameServer(NamesrvConfig(host=host, port=port))
+        await namesrv.start()
+        click.echo(f"namesrv listening on {namesrv.address}")
+        try:
+            await _wait_for_stop_signal()
+        finally:
+            await namesrv.stop()
+        click.echo("namesrv stopped")
+
+    _run(main())
+
+
+# --------------------------------------------------------------------------- broker
+
+
+def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbose: bool = False) -> None:
+    _configure_logging(verbose)
+    try:
+        config = build_broker_config(overrides, conf_file=conf_file)
+    except BrokerConfigError as exc:
+        raise click.ClickException(str(exc)) from None
+
+    async def main() -> None:
+        broker = BrokerController(config)
+        await broker.start()
+        click.echo(f"broker {config.broker_name} listening on {broker.address}")
+        try:
+            await _wait_for_stop_signal()
+        finally:
+            await broker.stop()
+        click.echo(f"broker {config.broker_name} stopped")
+
+    _run(main())
+
+
+# --------------------------------------------------------------------------- dev
+
+
+def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | None, keep: bool,
+            overrides: Mapping[str, object], verbose: bool = False) -> None:
+    _configure_logging(verbose)
+
+    async def main() -> None:
+        cluster = DevCluster(namesrv_port=namesrv_port, broker_port=broker_port,
+                             store_dir=Path(store_dir) if store_dir else None, host=host, keep_store=keep,
+                             broker_settings=overrides)
+        await cluster.start()
+        click.echo(f"namesrv listening on {cluster.namesrv_addr}")
+        click.echo(f"broker {cluster.broker_config.broker_name} listening on {cluster.broker_addr}")
+        click.echo(f"store dir {cluster.store_dir}")
+        try:
+            await _wait_for_stop_signal()
+        finally:
+            await cluster.stop()
+        click.echo("dev cluster stopped")
+
+    _run(main())
+
+
+__all__ = ["parse_settings", "run_broker", "run_dev", "run_namesrv"]
