@@ -1,0 +1,133 @@
+"""Producer on Apache's C++ client (PyPI ``rocketmq`` 0.4.4) for the interop tests.
+
+Runs in its own venv (not rocketflow's). Sends the messages of a JSON-lines file, one object per
+line: ``{"body": str, "keys": [str], "tags": str, "props": {str: str}, "shard": int}``; with
+``--orderly`` each goes out with ``send_orderly`` and the queue ``shard % queue count``.
+
+With ``--probe`` it first sends one probe message (tags ``rf-probe``, body ``probe <pid> <round>
+<n>``) to every queue, round after round, until a line ``go`` arrives on stdin; the tests use the
+probes to know that consumers have their queues before the real messages flow.
+
+Prints one JSON line per event on stdout: ``probe``, ``sent`` (index, status, msg_id, queue offset,
+queue_id when known, and the body, keys, tags and properties sent), ``error`` and finally ``done``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ctypes
+import json
+import os
+import sys
+import threading
+from typing import Any
+
+from rocketmq.client import Message, Producer
+
+PROBE_TAGS = "rf-probe"
+
+
+def emit(event: str, **fields: Any) -> None:
+    sys.stdout.write(json.dumps({"event": event, **fields}, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+class QueueChooser:
+    """A `send_orderly` selector that picks ``arg % queue count`` and remembers both numbers."""
+
+    def __init__(self) -> None:
+        self.queue_count: int | None = None
+        self.last_queue: int | None = None
+
+    def __call__(self, queue_count: int, _message: object, arg: int) -> int:
+        wanted = ctypes.cast(arg, ctypes.POINTER(ctypes.c_int))[0]
+        self.queue_count = queue_count
+        self.last_queue = wanted % queue_count
+        return self.last_queue
+
+
+def build_message(topic: str, spec: dict[str, Any]) -> Message:
+    message = Message(topic)
+    message.set_body(spec["body"])
+    if spec.get("tags"):
+        message.set_tags(spec["tags"])
+    if spec.get("keys"):
+        message.set_keys(" ".join(spec["keys"]))
+    for name, value in spec.get("props", {}).items():
+        message.set_property(name, value)
+    return message
+
+
+def wait_for_go(go: threading.Event) -> None:
+    for line in sys.stdin:
+        if line.strip() == "go":
+            break
+    go.set()
+
+
+def send_probes(producer: Producer, topic: str, go: threading.Event, interval: float) -> None:
+    chooser = QueueChooser()
+    probe_round = 0
+    while not go.is_set():
+        queue_id = 0
+        while chooser.queue_count is None or queue_id < chooser.queue_count:
+            body = f"probe {os.getpid()} {probe_round} {queue_id}"
+            message = build_message(topic, {"body": body, "tags": PROBE_TAGS})
+            result = producer.send_orderly(message, queue_id, queue_selector=chooser)
+            emit("probe", round=probe_round, queue_id=chooser.last_queue, offset=result.offset,
+                 queue_count=chooser.queue_count)
+            queue_id += 1
+        probe_round += 1
+        go.wait(interval)
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--namesrv", required=True, help="name server address, host:port")
+    parser.add_argument("--topic", required=True)
+    parser.add_argument("--group", required=True, help="producer group")
+    parser.add_argument("--messages", required=True, help="JSON-lines file of messages to send")
+    parser.add_argument("--orderly", action="store_true", help="send_orderly to queue shard %% queue count")
+    parser.add_argument("--probe", action="store_true", help="send probe rounds until 'go' on stdin")
+    parser.add_argument("--probe-interval", type=float, default=0.3, help="seconds between probe rounds")
+    parser.add_argument("--timeout-ms", type=int, default=5000, help="send timeout")
+    args = parser.parse_args()
+
+    with open(args.messages, encoding="utf-8") as file:
+        specs = [json.loads(line) for line in file if line.strip()]
+
+    producer = Producer(args.group, timeout=args.timeout_ms)
+    producer.set_namesrv_addr(args.namesrv)
+    producer.start()
+    emit("started")
+    status = 0
+    try:
+        if args.probe:
+            go = threading.Event()
+            threading.Thread(target=wait_for_go, args=(go,), daemon=True).start()
+            send_probes(producer, args.topic, go, args.probe_interval)
+        chooser = QueueChooser()
+        for index, spec in enumerate(specs):
+            message = build_message(args.topic, spec)
+            if args.orderly:
+                result = producer.send_orderly(message, int(spec["shard"]), queue_selector=chooser)
+                queue_id = chooser.last_queue
+            else:
+                result = producer.send_sync(message)
+                queue_id = None
+            emit("sent", index=index, status=result.status.name, msg_id=result.msg_id, offset=result.offset,
+                 queue_id=queue_id, body=spec["body"], keys=" ".join(spec.get("keys", [])), tags=spec.get("tags"),
+                 props=spec.get("props", {}))
+    except Exception as error:  # the C++ client reports every failure through one exception family
+        emit("error", error=f"{type(error).__name__}: {error}")
+        status = 1
+    finally:
+        producer.shutdown()
+    emit("done", sent=len(specs) if status == 0 else None)
+    return status
+
+
+if __name__ == "__main__":
+    code = main()
+    # Skip interpreter teardown: the binding's __del__ would shut the client down a second time.
+    os._exit(code)
