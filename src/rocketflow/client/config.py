@@ -1,0 +1,168 @@
+"""`ClientConfig`: the settings one client instance (and every producer/consumer on it) shares.
+
+Times are in seconds unless the name says ``mills`` (kept from RocketMQ for that one setting).
+Defaults are RocketMQ 4.9.3's (PROTOCOL.md section 6).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import ipaddress
+import os
+import socket
+import time
+from dataclasses import dataclass
+from typing import Any, Final
+
+from rocketflow.client.errors import MQClientError
+from rocketflow.remoting.codes import LanguageCode
+
+#: The instance name every client starts with (``rocketmq.client.name``).
+DEFAULT_INSTANCE_NAME: Final = "DEFAULT"
+#: Environment variables RocketMQ's tools read too.
+NAMESRV_ADDR_ENV: Final = "NAMESRV_ADDR"
+CLIENT_NAME_ENV: Final = "ROCKETMQ_CLIENT_NAME"
+
+
+@dataclass(slots=True)
+class ClientConfig:
+    """Settings of a client instance (RocketMQ's ``ClientConfig``)."""
+
+    #: ``"host:port;host:port"``; None falls back to the ``NAMESRV_ADDR`` environment variable.
+    namesrv_addr: str | None = None
+    #: The address announced in the client id; None = the local address used to reach the name server.
+    client_ip: str | None = None
+    instance_name: str = DEFAULT_INSTANCE_NAME
+    unit_name: str | None = None
+    unit_mode: bool = False
+    #: Route refresh period (``pollNameServerInterval``); the first refresh runs after `route_first_delay`.
+    poll_name_server_interval: float = 30.0
+    route_first_delay: float = 0.010
+    #: Heartbeat period (``heartbeatBrokerInterval``); the first heartbeat runs after `heartbeat_first_delay`.
+    heartbeat_broker_interval: float = 30.0
+    heartbeat_first_delay: float = 1.0
+    #: Consumer offset persistence period (``persistConsumerOffsetInterval``), first after `persist_first_delay`.
+    persist_consumer_offset_interval: float = 5.0
+    persist_first_delay: float = 10.0
+    #: Rebalance period (``rocketmq.client.rebalance.waitInterval``).
+    rebalance_interval: float = 20.0
+    #: Timeout of the client's own RPCs (routes, heartbeats, consumer lists): ``mqClientApiTimeout``.
+    mq_client_api_timeout: float = 3.0
+    #: Delay before a failed pull is retried, in milliseconds (``pullTimeDelayMillsWhenException``).
+    pull_time_delay_mills_when_exception: int = 1000
+    #: Send to the broker's VIP port (listen port - 2), as ``vipChannelEnabled``.
+    vip_channel_enabled: bool = False
+    language: LanguageCode = LanguageCode.PYTHON
+
+    def __post_init__(self) -> None:
+        if self.namesrv_addr is None:
+            self.namesrv_addr = os.environ.get(NAMESRV_ADDR_ENV) or None
+        if self.instance_name == DEFAULT_INSTANCE_NAME:
+            self.instance_name = os.environ.get(CLIENT_NAME_ENV) or DEFAULT_INSTANCE_NAME
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise `MQClientError` naming the first invalid setting."""
+        for name in ("poll_name_server_interval", "heartbeat_broker_interval", "persist_consumer_offset_interval",
+                     "rebalance_interval", "mq_client_api_timeout"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
+                raise MQClientError(f"{name} must be a positive number of seconds, got {value!r}")
+        for name in ("route_first_delay", "heartbeat_first_delay", "persist_first_delay"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int | float) or value < 0:
+                raise MQClientError(f"{name} must be a number of seconds >= 0, got {value!r}")
+        delay = self.pull_time_delay_mills_when_exception
+        if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
+            raise MQClientError(f"pull_time_delay_mills_when_exception must be an int >= 0 (ms), got {delay!r}")
+        if not isinstance(self.instance_name, str) or not self.instance_name.strip():
+            raise MQClientError(f"instance_name must be a non-empty string, got {self.instance_name!r}")
+        if "@" in self.instance_name:
+            raise MQClientError(f"instance_name must not contain '@' (it separates client id parts): "
+                                f"{self.instance_name!r}")
+        if self.client_ip is not None:
+            try:
+                ipaddress.ip_address(self.client_ip)
+            except ValueError:
+                raise MQClientError(f"client_ip must be an IP address, got {self.client_ip!r}") from None
+        if self.namesrv_addr is not None:
+            self.namesrv_addresses()
+
+    def namesrv_addresses(self) -> list[str]:
+        """The name server addresses (``;``-separated ``host:port`` items)."""
+        text = self.namesrv_addr
+        if not text:
+            return []
+        addresses = [item.strip() for item in text.split(";") if item.strip()]
+        for addr in addresses:
+            host, sep, port = addr.rpartition(":")
+            if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+                raise MQClientError(f"invalid name server address {addr!r} in {text!r}: expected 'host:port'")
+        return addresses
+
+    def resolved_client_ip(self) -> str:
+        """`client_ip`, or the local address used to reach the first name server (resolved once)."""
+        if self.client_ip is None:
+            self.client_ip = local_address_towards(self.namesrv_addresses())
+        return self.client_ip
+
+    def build_client_id(self) -> str:
+        """``ip@instance[@unit]`` (RocketMQ's ``buildMQClientId``)."""
+        client_id = f"{self.resolved_client_ip()}@{self.instance_name}"
+        if self.unit_name:
+            client_id += f"@{self.unit_name}"
+        return client_id
+
+    def change_instance_name_to_pid(self, *, unique: bool = True) -> None:
+        """Replace the ``DEFAULT`` instance name by a per-process (``unique=False``: ``<pid>``) or a
+        per-client (``<pid>#<monotonic ns>``, as 4.9.3 does for clustering consumers) one."""
+        if self.instance_name == DEFAULT_INSTANCE_NAME:
+            pid = os.getpid()
+            self.instance_name = f"{pid}#{time.monotonic_ns()}" if unique else str(pid)
+
+    def copy(self, **changes: Any) -> ClientConfig:
+        """A copy with some settings changed (validated)."""
+        return dataclasses.replace(self, **changes)
+
+
+CLIENT_CONFIG_FIELDS: Final = frozenset(field.name for field in dataclasses.fields(ClientConfig))
+
+
+def local_address_towards(addresses: list[str]) -> str:
+    """The local IP the OS would use to reach the first reachable-looking ``host:port`` in
+    ``addresses`` (a UDP "connect" sends nothing); falls back to a non-loopback address of this
+    host, then 127.0.0.1."""
+    for addr in addresses:
+        host, _, port = addr.rpartition(":")
+        host = host.strip("[]")
+        try:
+            infos = socket.getaddrinfo(host, int(port), type=socket.SOCK_DGRAM)
+        except (OSError, ValueError):
+            continue
+        for family, kind, proto, _, sockaddr in infos:
+            try:
+                with socket.socket(family, kind, proto) as probe:
+                    probe.connect(sockaddr)
+                    local = probe.getsockname()[0]
+            except OSError:
+                continue
+            if isinstance(local, str) and local not in ("0.0.0.0", "::"):
+                return local
+    try:
+        for info in socket.getaddrinfo(socket.gethostname(), None, socket.AF_INET):
+            candidate = info[4][0]
+            if isinstance(candidate, str) and not candidate.startswith("127."):
+                return candidate
+    except OSError:
+        pass
+    return "127.0.0.1"
+
+
+__all__ = [
+    "CLIENT_CONFIG_FIELDS",
+    "CLIENT_NAME_ENV",
+    "DEFAULT_INSTANCE_NAME",
+    "NAMESRV_ADDR_ENV",
+    "ClientConfig",
+    "local_address_towards",
+]

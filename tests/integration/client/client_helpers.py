@@ -1,0 +1,54 @@
+"""Helpers of the client integration tests: read messages back with `ClientAPI.pull_message`."""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Callable
+
+from rocketflow.client import ClientInstance, PullStatus
+from rocketflow.protocol.bodies import TopicConfig
+from rocketflow.protocol.codec import decode_records
+from rocketflow.protocol.message import MessageExt, MessageQueue
+from rocketflow.protocol.sysflag import PullSysFlag
+from rocketflow.remoting.headers import PullMessageRequestHeader
+
+READER_GROUP = "client_test_reader"
+
+
+def pull_messages(instance: ClientInstance, mq: MessageQueue, offset: int = 0, *, max_nums: int = 32,
+                  decompress: bool = True) -> list[MessageExt]:
+    """Messages of ``mq`` from ``offset`` (raw PULL_MESSAGE with a ``*`` subscription, no suspend)."""
+    addr = instance.find_broker_address_in_publish(mq.broker_name)
+    assert addr is not None, f"no address for {mq.broker_name}"
+    header = PullMessageRequestHeader(
+        consumer_group=READER_GROUP, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset, max_msg_nums=max_nums,
+        sys_flag=int(PullSysFlag.SUBSCRIPTION), commit_offset=0, suspend_timeout_millis=0, sub_version=0,
+        subscription="*", expression_type="TAG")
+    result = instance.run(instance.api.pull_message(addr, header, 5.0))
+    if result.status is not PullStatus.FOUND:
+        return []
+    return decode_records(result.body, decompress=decompress)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.05) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(interval)
+
+
+def create_topic(instance: ClientInstance, broker_addr: str, topic: str, queues: int) -> None:
+    """Create ``topic`` on one broker and wait until the name server routes it there."""
+    instance.run(instance.api.create_topic(broker_addr, TopicConfig(topic, queues, queues)))
+
+    def routed() -> bool:
+        route = instance.run(instance.api.get_topic_route(topic))
+        return route is not None and any(broker_addr in broker.broker_addrs.values() for broker in route.broker_datas)
+
+    wait_until(routed)
+
+
+def client_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith("rocketflow-client")]
