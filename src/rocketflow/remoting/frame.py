@@ -28,6 +28,8 @@ _I32 = struct.Struct(">i")
 _I32_I32 = struct.Struct(">iI")
 _BINARY_FIXED = struct.Struct(">hBhii")
 _I16 = struct.Struct(">h")
+#: Language names as they appear in JSON headers, parsed once.
+_LANGUAGES: Final[dict[str, LanguageCode]] = dict(LanguageCode.__members__)
 
 
 # --------------------------------------------------------------------------- JSON header
@@ -60,6 +62,8 @@ def encode_json_header(command: RemotingCommand) -> bytes:
 
 def _int_field(header: dict[str, Any], name: str, default: int) -> int:
     value = header.get(name, default)
+    if type(value) is int:
+        return value
     if value is None:
         return default
     if isinstance(value, bool):
@@ -86,10 +90,15 @@ def decode_json_header(data: bytes | memoryview, body: bytes) -> RemotingCommand
     if "code" not in header:
         raise MalformedHeaderError("header has no 'code'")
     raw_ext = header.get("extFields")
-    ext_fields: dict[str, str] = {}
-    if raw_ext is not None:
-        if not isinstance(raw_ext, dict):
-            raise MalformedHeaderError("header 'extFields' is not an object")
+    ext_fields: dict[str, str]
+    if raw_ext is None:
+        ext_fields = {}
+    elif not isinstance(raw_ext, dict):
+        raise MalformedHeaderError("header 'extFields' is not an object")
+    elif all(type(value) is str for value in raw_ext.values()):
+        ext_fields = raw_ext  # the usual case: a fresh dict of strings, taken as is
+    else:
+        ext_fields = {}
         for key, value in raw_ext.items():
             text = _ext_value(key, value)
             if text is not None:
@@ -97,9 +106,12 @@ def decode_json_header(data: bytes | memoryview, body: bytes) -> RemotingCommand
     remark = header.get("remark")
     if remark is not None and not isinstance(remark, str):
         remark = str(remark)
+    language = header.get("language", "JAVA")
+    parsed_language = _LANGUAGES.get(language, LanguageCode.OTHER) if type(language) is str else \
+        LanguageCode.parse(language)
     return RemotingCommand(
         code=_int_field(header, "code", 0),
-        language=LanguageCode.parse(header.get("language", "JAVA")),
+        language=parsed_language,
         version=_int_field(header, "version", 0),
         opaque=_int_field(header, "opaque", 0),
         flag=_int_field(header, "flag", 0),

@@ -31,7 +31,6 @@ from rocketflow.store.mapped_file import MappedFile, MappedFileQueue
 log = logging.getLogger(__name__)
 
 _BLANK = struct.Struct(">ii")
-_I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _HEADS = {
     (False, False): struct.Struct(">iiiiiqqiq8sq8siqi"),
@@ -40,6 +39,22 @@ _HEADS = {
     (True, True): struct.Struct(">iiiiiqqiq20sq20siqi"),
 }
 _HEAD_V4 = _HEADS[(False, False)]
+_RECORD_STRUCTS: dict[tuple[str, int, int, int], struct.Struct] = {}
+_RECORD_STRUCTS_MAX = 4096
+
+
+def _record_struct(head: struct.Struct, body_len: int, topic_len: int, props_len: int) -> struct.Struct:
+    """One struct for a whole record (head, body, topic, properties), cached by the variable lengths.
+
+    Packing a record in one call instead of five pieces joined later is the main saving of the put path.
+    """
+    key = (head.format, body_len, topic_len, props_len)
+    packer = _RECORD_STRUCTS.get(key)
+    if packer is None:
+        if len(_RECORD_STRUCTS) >= _RECORD_STRUCTS_MAX:
+            _RECORD_STRUCTS.clear()
+        packer = _RECORD_STRUCTS[key] = struct.Struct(f"{head.format}{body_len}s{topic_len}sh{props_len}s")
+    return packer
 _V6_BITS = int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
 _BORN_V6 = int(MessageSysFlag.BORNHOST_V6)
 _STORE_V6 = int(MessageSysFlag.STOREHOST_V6)
@@ -117,6 +132,44 @@ class PutMessageRequest:
     keys: str | None = None
     uniq_key: str | None = None
     wait_store_msg_ok: bool = True
+
+
+@dataclass(slots=True)
+class PutBatchRequest:
+    """Messages of one topic and queue that share sys flag, born time and hosts (a SEND_BATCH_MESSAGE).
+
+    The per-message lists run in parallel: ``bodies[i]`` is stored with ``properties[i]`` (encoded
+    properties, UTF-8), ``flags[i]``, ``tags_codes[i]``, and indexed under ``keys[i]`` (KEYS, words
+    separated by spaces) and ``uniq_keys[i]`` (UNIQ_KEY). Storing it is equivalent to storing one
+    `PutMessageRequest` per message, without building those objects.
+    """
+
+    topic: str
+    queue_id: int
+    bodies: list[bytes] = field(default_factory=list)
+    properties: list[bytes] = field(default_factory=list)
+    flags: list[int] = field(default_factory=list)
+    tags_codes: list[int] = field(default_factory=list)
+    keys: list[str | None] = field(default_factory=list)
+    uniq_keys: list[str | None] = field(default_factory=list)
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: tuple[str, int] | bytes = ("127.0.0.1", 0)
+    store_host: tuple[str, int] | bytes | None = None
+    wait_store_msg_ok: bool = True
+
+    def __len__(self) -> int:
+        return len(self.bodies)
+
+    def add(self, body: bytes, properties: bytes, flag: int = 0, tags_code: int = 0, keys: str | None = None,
+            uniq_key: str | None = None) -> None:
+        """Append one message."""
+        self.bodies.append(body)
+        self.properties.append(properties)
+        self.flags.append(flag)
+        self.tags_codes.append(tags_code)
+        self.keys.append(keys)
+        self.uniq_keys.append(uniq_key)
 
 
 @dataclass(slots=True)
@@ -295,7 +348,8 @@ class CommitLog:
         born = store = b""
         topic_cache: dict[str, bytes] = {}
         store_default = self.default_store_host
-        i16 = _I16.pack
+        record_struct = _record_struct
+        packers: dict[tuple[struct.Struct, int, bytes, int], struct.Struct] = {}
         crc32 = zlib.crc32
         head_v4 = _HEAD_V4
         try:
@@ -369,13 +423,15 @@ class CommitLog:
                         runs[key] = [queue_offset, [phys, size, tags]]
                     else:
                         run[1].extend((phys, size, tags))
-                add(head.pack(size, MAGIC_CODE, crc32(body) & 0x7FFFFFFF, request.queue_id, request.flag,
-                              queue_offset, phys, sys_flag, request.born_timestamp, born, now, store,
-                              request.reconsume_times, request.prepared_transaction_offset, body_len))
-                add(body)
-                add(topic_part)
-                add(i16(len(props)))
-                add(props)
+                props_len = len(props)
+                shape = (head, body_len, topic_part, props_len)
+                packer = packers.get(shape)
+                if packer is None:
+                    packer = packers[shape] = record_struct(head, body_len, len(topic_part), props_len)
+                add(packer.pack(
+                    size, MAGIC_CODE, crc32(body) & 0x7FFFFFFF, request.queue_id, request.flag, queue_offset, phys,
+                    sys_flag, request.born_timestamp, born, now, store, request.reconsume_times,
+                    request.prepared_transaction_offset, body_len, body, topic_part, props_len, props))
                 pos += size
                 room -= size
                 total += size
@@ -422,6 +478,136 @@ class CommitLog:
             end_offset=end_offset,
         )
         return result, batch
+
+    def append_batch(self, batch: PutBatchRequest, now_ms: int | None = None) -> tuple[AppendResult, DispatchBatch]:
+        """Append a `PutBatchRequest`: the same records and outcome as `append` of one request per message.
+
+        Validation happens once per batch (topic, hosts) or per message (sizes); records are packed
+        whole with cached structs and written with one copy per segment. Raises `IllegalMessageError`
+        (nothing written) for a message that cannot be stored.
+        """
+        count = len(batch.bodies)
+        if not count:
+            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
+        lists = (batch.properties, batch.flags, batch.tags_codes, batch.keys, batch.uniq_keys)
+        if any(len(values) != count for values in lists):
+            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, "batch lists differ in length")
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        topic = batch.topic
+        queue_id = batch.queue_id
+        try:
+            topic_part = _topic_part(topic)
+        except (ValueError, UnicodeEncodeError, AttributeError) as exc:
+            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad topic: {exc}") from None
+        try:
+            born = packed_host(batch.born_host)
+            store = self.default_store_host if batch.store_host is None else packed_host(batch.store_host)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad host: {exc}") from None
+        born_v6 = len(born) == HOST_SIZE_V6
+        store_v6 = len(store) == HOST_SIZE_V6
+        head = _HEADS[(born_v6, store_v6)]
+        sys_flag = (batch.sys_flag & ~_V6_BITS) | (_BORN_V6 if born_v6 else 0) | (_STORE_V6 if store_v6 else 0)
+        fixed = head.size + 2 + len(topic_part)
+        topic_len = len(topic_part)
+        born_timestamp = batch.born_timestamp
+        max_size = self.config.max_message_size
+        max_props = self.config.max_properties_size
+        segment_size = self.segment_size
+        key = (topic, queue_id)
+        transaction = sys_flag & _TRANSACTION_MASK
+        in_queue = transaction != _PREPARED and transaction != _ROLLBACK
+        table = self.topic_queue_table
+        first_queue_offset = table.get(key, 0) if in_queue else 0
+        queue_offset = first_queue_offset
+        files = self.files
+        mapped = files.last_for_write(0)
+        base = mapped.file_from_offset
+        pos = mapped.wrote_position
+        room = segment_size - pos
+        first_offset = base + pos
+        chunks: list[tuple[MappedFile, list[bytes], bool]] = []
+        parts: list[bytes] = []
+        add = parts.append
+        offsets: list[int] = []
+        add_offset = offsets.append
+        units: list[int] = []
+        add_units = units.extend
+        index_items: list[tuple[bytes, int, int]] = []
+        add_index = index_items.append
+        index_prefix = topic + "#"
+        separator = MessageConst.KEY_SEPARATOR
+        total = 0
+        crc32 = zlib.crc32
+        record_struct = _record_struct
+        packers: dict[tuple[int, int], struct.Struct] = {}
+        for body, props, flag, tags, keys, uniq in zip(batch.bodies, *lists, strict=True):
+            body_len = len(body)
+            props_len = len(props)
+            size = fixed + body_len + props_len
+            if props_len > max_props:
+                raise IllegalMessageError(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                                          f"properties are {props_len} bytes, at most {max_props} allowed")
+            if size > max_size or size + END_FILE_MIN_BLANK_LENGTH > segment_size:
+                raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL,
+                                          f"message of {size} bytes exceeds the maximum {max_size}")
+            if size + END_FILE_MIN_BLANK_LENGTH > room:
+                add(_BLANK.pack(room, BLANK_MAGIC_CODE))
+                chunks.append((mapped, parts, True))
+                mapped = files.next_for_write(mapped)
+                base = mapped.file_from_offset
+                pos = mapped.wrote_position
+                room = segment_size - pos
+                parts = []
+                add = parts.append
+                if not offsets:
+                    first_offset = base + pos
+            phys = base + pos
+            packer = packers.get((body_len, props_len))
+            if packer is None:
+                packer = packers[(body_len, props_len)] = record_struct(head, body_len, topic_len, props_len)
+            add(packer.pack(size, MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, phys, sys_flag,
+                            born_timestamp, born, now, store, 0, 0, body_len, body, topic_part, props_len, props))
+            pos += size
+            room -= size
+            total += size
+            add_offset(phys)
+            if in_queue:
+                add_units((phys, size, tags))
+                queue_offset += 1
+            if uniq:
+                add_index(((index_prefix + uniq).encode("utf-8", "replace"), phys, now))
+            if keys:
+                for word in keys.split(separator):
+                    if word:
+                        add_index(((index_prefix + word).encode("utf-8", "replace"), phys, now))
+        chunks.append((mapped, parts, False))
+        for target, chunk_parts, end_of_file in chunks:
+            if chunk_parts:
+                target.append(chunk_parts[0] if len(chunk_parts) == 1 else b"".join(chunk_parts))
+            if end_of_file:
+                target.wrote_position = target.file_size
+        if in_queue:
+            table[key] = queue_offset
+            queue_offsets = list(range(first_queue_offset, queue_offset))
+        else:
+            queue_offsets = [0] * count
+        end_offset = base + pos
+        dispatch = DispatchBatch(runs={key: [first_queue_offset, units]} if in_queue else {},
+                                 index_items=index_items, store_timestamp=now, end_offset=end_offset)
+        result = AppendResult(
+            status=PutMessageStatus.PUT_OK,
+            wrote_offset=first_offset,
+            wrote_bytes=total,
+            queue_offset=first_queue_offset,
+            store_timestamp=now,
+            message_count=count,
+            commit_log_offsets=offsets,
+            queue_offsets=queue_offsets,
+            store_host=store,
+            end_offset=end_offset,
+        )
+        return result, dispatch
 
     # -- reads -----------------------------------------------------------------------------
     def read(self, offset: int, size: int) -> bytes | None:

@@ -34,6 +34,19 @@ ENTRY_SIZE = 20
 _INT_MAX = 0x7FFFFFFF
 
 
+_ENTRY_STRUCTS: dict[int, struct.Struct] = {}
+
+
+def _entries_struct(count: int) -> struct.Struct:
+    """A struct packing `count` consecutive entries at once (cached for batch-sized counts)."""
+    packer = _ENTRY_STRUCTS.get(count)
+    if packer is None:
+        packer = struct.Struct(">" + "iqii" * count)
+        if count <= 1024:
+            _ENTRY_STRUCTS[count] = packer
+    return packer
+
+
 def index_key_hash(key: bytes) -> int:
     """Non-negative hash of an index key (`topic#key` as UTF-8)."""
     return zlib.crc32(key) & _INT_MAX
@@ -103,27 +116,33 @@ class IndexFile:
         begin_ts = self.begin_timestamp
         unpack_slot = SLOT.unpack_from
         pack_slot = SLOT.pack_into
-        pack_entry = ENTRY.pack
-        entries = []
+        crc32 = zlib.crc32
+        values: list[int] = []
+        add = values.append
         used = 0
+        last_ts = -1
+        time_diff = 0
         for key, phys, store_ts in items:
-            key_hash = zlib.crc32(key) & _INT_MAX
+            key_hash = crc32(key) & _INT_MAX
             slot_pos = HEADER_SIZE + (key_hash % slot_num) * 4
             prev = unpack_slot(mm, slot_pos)[0]
             if prev <= 0 or prev > index_count:
                 prev = 0
                 used += 1
-            time_diff = (store_ts - begin_ts) // 1000 if begin_ts > 0 else 0
-            if time_diff < 0:
-                time_diff = 0
-            elif time_diff > _INT_MAX:
-                time_diff = _INT_MAX
-            entries.append(pack_entry(key_hash, phys, time_diff, prev))
+            if store_ts != last_ts:  # a batch's items share one store time
+                last_ts = store_ts
+                time_diff = (store_ts - begin_ts) // 1000 if begin_ts > 0 else 0
+                if time_diff < 0:
+                    time_diff = 0
+                elif time_diff > _INT_MAX:
+                    time_diff = _INT_MAX
+            add(key_hash)
+            add(phys)
+            add(time_diff)
+            add(prev)
             pack_slot(mm, slot_pos, index_count)
             index_count += 1
-        start = self.entries_start + self.index_count * ENTRY_SIZE
-        data = b"".join(entries)
-        mm[start : start + len(data)] = data
+        _entries_struct(len(items)).pack_into(mm, self.entries_start + self.index_count * ENTRY_SIZE, *values)
         last = items[-1]
         self.end_phy_offset = last[1]
         self.end_timestamp = last[2]

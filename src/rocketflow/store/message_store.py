@@ -32,6 +32,7 @@ from rocketflow.store.commit_log import (
     CommitLog,
     DispatchRequest,
     IllegalMessageError,
+    PutBatchRequest,
     PutMessageRequest,
     PutMessageStatus,
 )
@@ -351,7 +352,7 @@ class MessageStore:
         """Store one message; under SYNC_FLUSH, blocks until flushed (or FLUSH_DISK_TIMEOUT)."""
         return self.put_messages((request,))
 
-    def put_messages(self, requests: Sequence[PutMessageRequest]) -> AppendResult:
+    def put_messages(self, requests: Sequence[PutMessageRequest] | PutBatchRequest) -> AppendResult:
         """Store a batch (one contiguous write per segment); blocks for the flush under SYNC_FLUSH."""
         result, wait = self._put(requests)
         if not wait:
@@ -366,7 +367,9 @@ class MessageStore:
     def put_message_async(self, request: PutMessageRequest) -> concurrent.futures.Future[AppendResult]:
         return self.put_messages_async((request,))
 
-    def put_messages_async(self, requests: Sequence[PutMessageRequest]) -> concurrent.futures.Future[AppendResult]:
+    def put_messages_async(
+        self, requests: Sequence[PutMessageRequest] | PutBatchRequest
+    ) -> concurrent.futures.Future[AppendResult]:
         """Store a batch; the future resolves once durable enough to acknowledge (at once under ASYNC_FLUSH)."""
         result, wait = self._put(requests)
         if wait:
@@ -376,7 +379,15 @@ class MessageStore:
         future.set_result(result)
         return future
 
-    def _put(self, requests: Sequence[PutMessageRequest]) -> tuple[AppendResult, bool]:
+    def put_batch(self, batch: PutBatchRequest) -> AppendResult:
+        """Store a `PutBatchRequest` (one topic and queue, e.g. a SEND_BATCH_MESSAGE); as `put_messages`."""
+        return self.put_messages(batch)
+
+    def put_batch_async(self, batch: PutBatchRequest) -> concurrent.futures.Future[AppendResult]:
+        """`put_batch` whose future resolves once durable enough to acknowledge (as `put_messages_async`)."""
+        return self.put_messages_async(batch)
+
+    def _put(self, requests: Sequence[PutMessageRequest] | PutBatchRequest) -> tuple[AppendResult, bool]:
         if not self._running:
             return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running"), False
         if self.config.broker_role is BrokerRole.SLAVE:
@@ -385,8 +396,11 @@ class MessageStore:
             if not self._running:
                 return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is shut down"), False
             try:
-                result, dispatch = self.commit_log.append(
-                    requests, self._clock_ms() if self._clock_ms is not None else None)
+                now = self._clock_ms() if self._clock_ms is not None else None
+                if isinstance(requests, PutBatchRequest):
+                    result, dispatch = self.commit_log.append_batch(requests, now)
+                else:
+                    result, dispatch = self.commit_log.append(requests, now)
             except IllegalMessageError as exc:
                 self._put_fail_count += 1
                 return AppendResult.failed(exc.status, str(exc)), False
@@ -398,7 +412,11 @@ class MessageStore:
             self._last_store_timestamp = result.store_timestamp
             self._put_count += result.message_count
         if self.config.is_sync_flush:
-            if any(request.wait_store_msg_ok for request in requests):
+            if isinstance(requests, PutBatchRequest):
+                wait = requests.wait_store_msg_ok
+            else:
+                wait = any(request.wait_store_msg_ok for request in requests)
+            if wait:
                 return result, True
             if self._flush_service is not None:
                 self._flush_service.wakeup()

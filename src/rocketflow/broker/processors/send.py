@@ -46,7 +46,7 @@ from rocketflow.remoting.headers import (
     SendMessageRequestHeader,
     decode_send_header,
 )
-from rocketflow.store.commit_log import AppendResult, PutMessageRequest, PutMessageStatus
+from rocketflow.store.commit_log import AppendResult, PutBatchRequest, PutMessageRequest, PutMessageStatus
 
 if TYPE_CHECKING:
     from rocketflow.broker.controller import BrokerController
@@ -61,7 +61,6 @@ MAX_RECONSUME_TIMES_MIN_VERSION: Final = 121
 
 _BATCH_HEAD: Final = struct.Struct(">iiiii")
 _BATCH_HEAD_SIZE: Final = _BATCH_HEAD.size
-_EMPTY_PROPERTIES: Final[dict[str, str]] = {}
 _TRANSACTION_PREPARED: Final = int(MessageSysFlag.TRANSACTION_PREPARED)
 _TRANSACTION_ROLLBACK: Final = int(MessageSysFlag.TRANSACTION_ROLLBACK)
 _MULTI_TAGS: Final = int(MessageSysFlag.MULTI_TAGS)
@@ -259,8 +258,15 @@ class SendMessageProcessor:
         tags_cache = self._tags_codes
         if len(tags_cache) > 4096:
             tags_cache.clear()
-        requests: list[PutMessageRequest] = []
-        append = requests.append
+        batch = PutBatchRequest(topic, queue_id, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                                born_host=born_host, store_host=store_host, wait_store_msg_ok=wait)
+        bodies = batch.bodies
+        add_body = bodies.append
+        add_props = batch.properties.append
+        add_flag = batch.flags.append
+        add_tags = batch.tags_codes.append
+        add_keys = batch.keys.append
+        add_uniq = batch.uniq_keys.append
         pos = 0
         index = 0
         while pos < end:
@@ -308,16 +314,19 @@ class SendMessageProcessor:
                 props = props + suffix if props[-1] == 2 else props + b"\x02" + suffix
             else:
                 props = suffix
-            append(PutMessageRequest(topic, queue_id, data[body_start:body_end], _EMPTY_PROPERTIES, props, flag,
-                                     sys_flag, born_timestamp, born_host, store_host, 0, 0,
-                                     tags_code, keys or None, uniq or None, wait))
+            add_body(data[body_start:body_end])
+            add_props(props)
+            add_flag(flag)
+            add_tags(tags_code)
+            add_keys(keys or None)
+            add_uniq(uniq or None)
             pos = element_end
             index += 1
-        return self._put(request, requests, queue_id, batch=True)
+        return self._put(request, batch, queue_id, batch=True)
 
     # ------------------------------------------------------------------ storing
 
-    def _put(self, request: RemotingCommand, requests: list[PutMessageRequest], queue_id: int, *,
+    def _put(self, request: RemotingCommand, requests: list[PutMessageRequest] | PutBatchRequest, queue_id: int, *,
              batch: bool) -> RemotingCommand | Awaitable[RemotingCommand | None]:
         future = self.broker.store.put_messages_async(requests)
         if future.done():
@@ -359,7 +368,7 @@ class SendMessageProcessor:
         if host != result.store_host:
             host_hex = result.store_host.hex().upper()
             self._store_host_hex = (host_hex, result.store_host)
-        return ",".join([f"{host_hex}{offset:016X}" for offset in result.commit_log_offsets])
+        return ",".join(map((host_hex + "%016X").__mod__, result.commit_log_offsets))
 
     # ------------------------------------------------------------------ send back
 
