@@ -1,0 +1,258 @@
+"""Spark benchmark: the `rocketmq` source reading a broker versus Spark reading the same rows from Parquet.
+
+Run `python bench/spark_bench.py [--quick]` from the repo root (needs the `spark` extra and Java 17).
+
+1. starts `rocketflow dev` as a subprocess (free ports, temporary store) and loads `--messages`
+   100-byte messages (each with its UNIQ_KEY, as producers send them) into an 8-queue topic with the
+   rocketflow `Producer` (SEND_BATCH_MESSAGE of 64, 16 requests in flight);
+2. starts a local Spark session (`--master`, default local[2]) and reads the topic with the source,
+   `readStream ... trigger(availableNow=True)` into the `noop` sink (timed);
+3. writes the same rows (a batch read of the source, untimed) to a Parquet directory, then reads that
+   with `spark.read.parquet` into the `noop` sink (timed).
+
+Both reads go through the same session after a warm-up job, so the ratio compares sources, not JVM
+start-up. Results: a table on the console and a JSON file under bench/results/.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import os
+import platform
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO_ROOT / "src"))
+
+from rocketflow.client import Producer  # noqa: E402
+from rocketflow.protocol.bodies import TopicConfig  # noqa: E402
+from rocketflow.protocol.message import Message  # noqa: E402
+
+TOPIC = "SparkBench"
+QUEUES = 8
+BODY_SIZE = 100
+SEND_BATCH = 64
+IN_FLIGHT = 16
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class DevProcess:
+    """`rocketflow dev` as a subprocess; its output goes to a log file in the store directory."""
+
+    def __init__(self, store_dir: Path, settings: list[str]) -> None:
+        self.store_dir = store_dir
+        self.settings = settings
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.namesrv_addr = ""
+        self.log_path = store_dir / "dev.log"
+
+    def start(self) -> None:
+        argv = [sys.executable, "-c", "from rocketflow.cli.main import cli; cli()", "dev",
+                "--namesrv-port", str(free_port()), "--broker-port", str(free_port()),
+                "--store-dir", str(self.store_dir / "store")]
+        for setting in self.settings:
+            argv += ["--set", setting]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(REPO_ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+        (self.store_dir / "store").mkdir(parents=True, exist_ok=True)
+        with open(self.log_path, "wb") as log:
+            self.proc = subprocess.Popen(argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
+                                         env=env)
+        deadline = time.monotonic() + 30
+        while time.monotonic() < deadline:
+            text = self.log_path.read_text(errors="replace")
+            for line in text.splitlines():
+                if line.startswith("namesrv listening on "):
+                    self.namesrv_addr = line.split()[-1]
+                if line.startswith("broker ") and " listening on " in line and self.namesrv_addr:
+                    return
+            if self.proc.poll() is not None:
+                break
+            time.sleep(0.1)
+        self.stop()
+        raise SystemExit("rocketflow dev did not start:\n" + self.log_path.read_text(errors="replace"))
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is None or proc.poll() is not None:
+            return
+        proc.send_signal(signal.SIGTERM)
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def load_messages(console: Console, namesrv: str, count: int) -> float:
+    """Create the topic and send ``count`` messages; returns the seconds it took."""
+    producer = Producer("spark_bench_producer", namesrv=namesrv)
+    producer.start()
+    try:
+        instance = producer.instance
+        instance.run(instance.update_topic_route("TBW102"))
+        route = instance.run(instance.api.get_topic_route("TBW102"))
+        assert route is not None and route.broker_datas, "no broker registered"
+        broker_addr = route.broker_datas[0].select_broker_addr()
+        assert broker_addr is not None
+        instance.run(instance.api.create_topic(broker_addr, TopicConfig(TOPIC, QUEUES, QUEUES)))
+        deadline = time.monotonic() + 10
+        while not instance.run(instance.update_topic_route(TOPIC)) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        body = b"x" * BODY_SIZE
+        started = time.perf_counter()
+        with Progress(TextColumn("loading"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as progress:
+            task = progress.add_task("load", total=count)
+
+            async def load() -> None:
+                limit = asyncio.Semaphore(IN_FLIGHT)
+
+                async def send(size: int) -> None:
+                    async with limit:
+                        await producer.send_batch_coro([Message(TOPIC, body) for _ in range(size)], timeout=30)
+                    progress.advance(task, size)
+
+                jobs = [send(min(SEND_BATCH, count - start)) for start in range(0, count, SEND_BATCH)]
+                await asyncio.gather(*jobs)
+
+            instance.run(load())
+        return time.perf_counter() - started
+    finally:
+        producer.shutdown()
+
+
+def timed(action: Any) -> float:
+    started = time.perf_counter()
+    action()
+    return time.perf_counter() - started
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--messages", type=int, default=2_000_000)
+    parser.add_argument("--quick", action="store_true", help="200,000 messages")
+    parser.add_argument("--master", default="local[2]")
+    parser.add_argument("--pull-batch-size", type=int, default=1024,
+                        help="messages per pull asked by the source (default 1024)")
+    parser.add_argument("--broker-transfer-count", type=int, default=1024,
+                        help="the broker's maxTransferCountOnMessageInMemory (RocketMQ's default: 32)")
+    parser.add_argument("--broker-transfer-bytes", type=int, default=1024 * 1024,
+                        help="the broker's maxTransferBytesOnMessageInMemory (RocketMQ's default: 262144)")
+    parser.add_argument("--repeat", type=int, default=2, help="timed runs of each read (best is reported)")
+    args = parser.parse_args()
+    count = 200_000 if args.quick else args.messages
+    console = Console()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+    work_dir = Path(tempfile.mkdtemp(prefix="rocketflow-spark-bench-"))
+    broker_settings = [f"maxTransferCountOnMessageInMemory={args.broker_transfer_count}",
+                       f"maxTransferBytesOnMessageInMemory={args.broker_transfer_bytes}"]
+    dev = DevProcess(work_dir, broker_settings)
+    spark = None
+    try:
+        console.print(f"starting rocketflow dev ({', '.join(broker_settings)})")
+        dev.start()
+        load_seconds = load_messages(console, dev.namesrv_addr, count)
+        console.print(f"loaded {count:,} messages in {load_seconds:.1f}s ({count / load_seconds:,.0f} msg/s)")
+
+        from pyspark.sql import SparkSession
+
+        from rocketflow.spark import register
+
+        spark = (SparkSession.builder.master(args.master).appName("rocketflow-spark-bench")
+                 .config("spark.ui.enabled", "false").config("spark.ui.showConsoleProgress", "false")
+                 .config("spark.sql.shuffle.partitions", "2").config("spark.driver.memory", "2g").getOrCreate())
+        spark.sparkContext.setLogLevel("ERROR")
+        register(spark)
+        spark.range(1000).write.format("noop").mode("overwrite").save()  # warm-up
+
+        def source_stream(checkpoint: Path) -> Any:
+            return (spark.readStream.format("rocketmq").option("namesrv", dev.namesrv_addr).option("topic", TOPIC)
+                    .option("startingOffsets", "earliest").option("pullBatchSize", str(args.pull_batch_size))
+                    .load().writeStream.format("noop").option("checkpointLocation", str(checkpoint))
+                    .trigger(availableNow=True))
+
+        source_times: list[float] = []
+        source_rows = 0
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as progress:
+            task = progress.add_task("source reads", total=args.repeat)
+            for attempt in range(args.repeat):
+                query = source_stream(work_dir / f"checkpoint-{attempt}")
+                started = time.perf_counter()
+                running = query.start()
+                running.awaitTermination()
+                source_times.append(time.perf_counter() - started)
+                source_rows = sum(int(p["numInputRows"]) for p in running.recentProgress)
+                progress.advance(task)
+
+        parquet_dir = work_dir / "parquet"
+        console.print("writing the same rows to Parquet (untimed)")
+        (spark.read.format("rocketmq").option("namesrv", dev.namesrv_addr).option("topic", TOPIC)
+         .option("pullBatchSize", str(args.pull_batch_size)).load().write.parquet(str(parquet_dir)))
+        parquet_bytes = sum(path.stat().st_size for path in parquet_dir.rglob("*.parquet"))
+        parquet_rows = spark.read.parquet(str(parquet_dir)).count()
+        parquet_times = [timed(lambda: spark.read.parquet(str(parquet_dir)).write.format("noop")
+                               .mode("overwrite").save()) for _ in range(args.repeat)]
+    finally:
+        if spark is not None:
+            spark.stop()
+        dev.stop()
+
+    source_best, parquet_best = min(source_times), min(parquet_times)
+    ratio = source_best / parquet_best
+    table = Table(title=f"Spark reads of {count:,} x {BODY_SIZE}-byte messages ({args.master}, best of {args.repeat})")
+    for column in ("read", "rows", "seconds", "rows/s", "vs Parquet"):
+        table.add_column(column, justify="right" if column != "read" else "left")
+    table.add_row("rocketmq source (availableNow, noop)", f"{source_rows:,}", f"{source_best:.2f}",
+                  f"{source_rows / source_best:,.0f}", f"{ratio:.2f}x")
+    table.add_row(f"Parquet ({parquet_bytes / 1e6:.0f} MB, noop)", f"{parquet_rows:,}", f"{parquet_best:.2f}",
+                  f"{parquet_rows / parquet_best:,.0f}", "1.00x")
+    console.print(table)
+    verdict = "[green]met[/green]" if ratio <= 3.0 else "[red]missed[/red]"
+    console.print(f"target source <= 3x Parquet: {verdict} ({ratio:.2f}x); "
+                  f"all runs: source {[round(t, 2) for t in source_times]}, "
+                  f"Parquet {[round(t, 2) for t in parquet_times]}")
+    if source_rows != count or parquet_rows != count:
+        console.print(f"[red]row counts differ from {count}: source {source_rows}, Parquet {parquet_rows}[/red]")
+
+    results = {
+        "messages": count, "body_size": BODY_SIZE, "queues": QUEUES, "master": args.master,
+        "broker_settings": broker_settings, "pull_batch_size": args.pull_batch_size,
+        "load_seconds": round(load_seconds, 3),
+        "source": {"rows": source_rows, "seconds": [round(t, 3) for t in source_times]},
+        "parquet": {"rows": parquet_rows, "bytes": parquet_bytes, "seconds": [round(t, 3) for t in parquet_times]},
+        "ratio": round(ratio, 3),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+    }
+    out_dir = REPO_ROOT / "bench" / "results"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    out = out_dir / f"spark_bench-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    out.write_text(json.dumps(results, indent=1))
+    console.print(f"results: {out.relative_to(REPO_ROOT)}")
+    shutil.rmtree(work_dir, ignore_errors=True)
+
+
+if __name__ == "__main__":
+    main()

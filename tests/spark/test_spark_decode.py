@@ -1,0 +1,130 @@
+"""The column-wise record decoder against the per-message path, offsets JSON, options and admission control."""
+
+from __future__ import annotations
+
+import pytest
+
+pa = pytest.importorskip("pyarrow")
+
+from hypothesis import given  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from rocketflow.protocol.codec import MAGIC_CODE, RecordDecodeError, compress_body, encode_record  # noqa: E402
+from rocketflow.protocol.message import MessageExt, MessageQueue  # noqa: E402
+from rocketflow.protocol.sysflag import MessageSysFlag  # noqa: E402
+from rocketflow.spark.columns import ARROW_SCHEMA, messages_to_batch, records_to_batch  # noqa: E402
+from rocketflow.spark.connection import SourceError  # noqa: E402
+from rocketflow.spark.options import ReaderOptions, WriterOptions, offsets_from_json, offsets_to_json  # noqa: E402
+from rocketflow.spark.source import cap_by_backlog  # noqa: E402
+
+_text = st.text(alphabet=st.characters(blacklist_characters="\x01\x02", blacklist_categories=("Cs",)), max_size=8)
+
+
+def _record(index: int, body: bytes, props: dict[str, str], **fields: object) -> bytes:
+    msg = MessageExt("TopicX", body, properties=props, queue_id=2, queue_offset=100 + index,
+                     commit_log_offset=index * 321, born_timestamp=1_700_000_000_000 + index,
+                     store_timestamp=1_700_000_000_500 + index, store_host=("10.0.0.7", 10911),
+                     reconsume_times=index % 3, **fields)  # type: ignore[arg-type]
+    return encode_record(msg)
+
+
+def _both(data: bytes) -> tuple[object, object]:
+    from rocketflow.protocol.codec import decode_records
+
+    fast = records_to_batch(data, "TopicX", "broker-a")
+    slow = messages_to_batch(decode_records(data), "broker-a")
+    return fast, slow
+
+
+@given(st.lists(st.tuples(st.binary(max_size=40), st.dictionaries(_text, _text, max_size=4)), min_size=1,
+                max_size=30))
+def test_fast_path_equals_per_message_path(items: list[tuple[bytes, dict[str, str]]]) -> None:
+    data = b"".join(_record(index, body, props) for index, (body, props) in enumerate(items))
+    fast, slow = _both(data)
+    assert fast.schema == ARROW_SCHEMA
+    assert fast.to_pylist() == slow.to_pylist()
+
+
+def test_values_and_msg_id_fallback() -> None:
+    data = _record(0, b"hello", {"UNIQ_KEY": "ABC", "KEYS": "k1 k2", "TAGS": "TagA"}) + _record(1, b"", {})
+    rows = records_to_batch(data, "TopicX", "broker-a").to_pylist()
+    assert rows[0]["msg_id"] == "ABC" and rows[0]["keys"] == "k1 k2" and rows[0]["tags"] == "TagA"
+    assert rows[0]["body"] == b"hello" and rows[0]["queue_offset"] == 100 and rows[0]["queue_id"] == 2
+    assert rows[0]["store_timestamp"].timestamp() == pytest.approx(1_700_000_000.5)
+    # no UNIQ_KEY: the offset message id (store host 10.0.0.7:10911, commit-log offset 321)
+    assert rows[1]["msg_id"] == "0A000007" + "00002A9F" + f"{321:016X}"
+    assert rows[1]["keys"] is None and rows[1]["tags"] is None and rows[1]["properties"] == []
+
+
+def test_compressed_and_ipv6_records_take_the_slow_path() -> None:
+    body = b"z" * 5000
+    compressed = _record(0, compress_body(body), {"UNIQ_KEY": "C"}, sys_flag=int(MessageSysFlag.COMPRESSED))
+    ipv6 = _record(1, b"six", {"UNIQ_KEY": "D"}, born_host=("::1", 5))
+    rows = records_to_batch(compressed + ipv6, "TopicX", "broker-a").to_pylist()
+    assert [row["body"] for row in rows] == [body, b"six"]
+
+
+def test_magic_inside_a_body_still_decodes() -> None:
+    magic = MAGIC_CODE.to_bytes(4, "big", signed=True)
+    data = b"".join(_record(index, b"\x00\x00\x00\x60" + magic + b"pad" * index, {"UNIQ_KEY": str(index)})
+                    for index in range(5))
+    fast, slow = _both(data)
+    assert fast.to_pylist() == slow.to_pylist()
+
+
+def test_garbage_raises_a_decode_error() -> None:
+    good = _record(0, b"abc", {})
+    with pytest.raises(RecordDecodeError):
+        records_to_batch(good + b"\x00" * 100, "TopicX", "broker-a")
+    with pytest.raises(RecordDecodeError):
+        records_to_batch(good[:-5], "TopicX", "broker-a")
+
+
+def test_offsets_json_round_trip_and_order() -> None:
+    offsets = {MessageQueue("B", "broker-a", 10): 5, MessageQueue("A", "broker-b", 0): 1,
+               MessageQueue("B", "broker-a", 2): 7}
+    data = offsets_to_json(offsets)
+    assert list(data) == ["A", "B"] and list(data["B"]) == ["broker-a:2", "broker-a:10"]
+    assert offsets_from_json(data) == offsets
+    for bad in ('{"T": {"broker-a": 1}}', '{"T": {"b:0": "x"}}', "[1]", "{nope", '{"T": 3}'):
+        with pytest.raises(SourceError):
+            offsets_from_json(bad)
+
+
+def test_cap_by_backlog_shares_the_limit() -> None:
+    a, b, c = (MessageQueue("T", "broker-a", index) for index in range(3))
+    end = cap_by_backlog({a: 0, b: 100, c: 5}, {a: 900, b: 200, c: 5}, 100)
+    assert end[c] == 5 and (end[a] - 0) + (end[b] - 100) == 100
+    assert end[a] == 90 and end[b] == 110
+    assert cap_by_backlog({a: 0}, {a: 10}, 100) == {a: 10}
+    assert cap_by_backlog({a: 0, b: 0}, {a: 1, b: 1}, 1) in ({a: 1, b: 0}, {a: 0, b: 1})
+
+
+@pytest.mark.parametrize(("options", "message"), [
+    ({"topic": "T"}, "namesrv is required"),
+    ({"namesrv": "h:1"}, "topic is required"),
+    ({"namesrv": "nope", "topic": "T"}, "not host:port"),
+    ({"namesrv": "h:1", "topic": "T", "startingoffsets": "soon"}, "startingOffsets"),
+    ({"namesrv": "h:1", "topic": "T", "startingoffsets": "group"}, "needs the group"),
+    ({"namesrv": "h:1", "topic": "T", "maxmessagespertrigger": "0"}, ">= 1"),
+    ({"namesrv": "h:1", "topic": "T", "failondataloss": "maybe"}, "true or false"),
+    ({"namesrv": "h:1", "topic": "T", "subexpression": "||"}, "subExpression"),
+    ({"namesrv": "h:1", "topic": "T", "colour": "red"}, "unknown"),
+    ({"namesrv": "h:1", "topic": "T", "startingoffsets": '{"U": {"b:0": 1}}'}, "not in option topic"),
+    ({"namesrv": "h:1", "topic": "T", "startingoffsets": "earliest", "startingtimestamp": "5"}, "not both"),
+])
+def test_bad_reader_options(options: dict[str, str], message: str) -> None:
+    with pytest.raises(SourceError, match=message):
+        ReaderOptions.parse(options, streaming=True)
+
+
+def test_reader_options_defaults() -> None:
+    stream = ReaderOptions.parse({"namesrv": "h:1", "topic": "A, B,A"}, streaming=True)
+    assert stream.topics == ("A", "B") and stream.starting == "latest" and stream.fail_on_data_loss
+    batch = ReaderOptions.parse({"NameSrv": "h:1", "topic": "A", "endingOffsets": '{"A": {"b:0": 3}}'},
+                                streaming=False)
+    assert batch.starting == "earliest" and batch.ending == "json"
+    with pytest.raises(SourceError, match="batch queries only"):
+        ReaderOptions.parse({"namesrv": "h:1", "topic": "A", "endingOffsets": "latest"}, streaming=True)
+    with pytest.raises(SourceError, match="one topic"):
+        WriterOptions.parse({"namesrv": "h:1", "topic": "A,B"})

@@ -1,0 +1,224 @@
+"""The rocketmq source against a dev cluster: batch and streaming reads, starting offsets, filters, data loss."""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from datetime import UTC
+from pathlib import Path
+from typing import Any
+
+import pytest
+from pyspark.errors import PythonException, StreamingQueryException
+from pyspark.sql import SparkSession
+from spark_helpers import send_messages
+
+from rocketflow.broker import DevCluster
+from rocketflow.client import Producer
+from rocketflow.protocol.bodies import TopicConfig
+from rocketflow.protocol.message import Message, MessageQueue
+from rocketflow.spark.connection import get_connection
+
+
+def _reader(spark: SparkSession, cluster: DevCluster, topic: str, **options: str) -> Any:
+    reader = spark.read.format("rocketmq").option("namesrv", cluster.namesrv_addr).option("topic", topic)
+    for key, value in options.items():
+        reader = reader.option(key, value)
+    return reader.load()
+
+
+def _drain(spark: SparkSession, cluster: DevCluster, topic: str, tmp_path: Path, **options: str) -> tuple[list[Any],
+                                                                                                        list[Any]]:
+    """Run an availableNow stream into a memory table; returns (rows, progress list)."""
+    name = f"t_{uuid.uuid4().hex[:8]}"
+    stream = spark.readStream.format("rocketmq").option("namesrv", cluster.namesrv_addr).option("topic", topic)
+    for key, value in options.items():
+        stream = stream.option(key, value)
+    query = (stream.load().writeStream.format("memory").queryName(name)
+             .option("checkpointLocation", str(tmp_path / name)).trigger(availableNow=True).start())
+    try:
+        query.awaitTermination(120)
+        rows = spark.sql(f"select * from {name}").collect()
+        return rows, list(query.recentProgress)
+    finally:
+        query.stop()
+
+
+def test_batch_read_equals_what_was_sent(spark: SparkSession, cluster: DevCluster, producer: Producer,
+                                         new_topic: Callable[..., str]) -> None:
+    topic = new_topic(4)
+    before = int(time.time() * 1000)
+    sent: dict[tuple[int, int], tuple[Message, str]] = {}
+    for round_index in range(6):
+        batch = [Message(topic, b"body-%d-%d" % (round_index, i), tags=f"T{i % 2}", keys=f"k{round_index}-{i}")
+                 for i in range(25)]
+        for msg in batch:
+            msg.properties["color"] = "blue"
+        result = producer.send_batch(batch)
+        ids = result.msg_id.split(",")
+        for index, msg in enumerate(batch):
+            sent[(result.message_queue.queue_id, result.queue_offset + index)] = (msg, ids[index])
+    after = int(time.time() * 1000)
+    rows = _reader(spark, cluster, topic).collect()
+    assert len(rows) == len(sent) == 150
+    for row in rows:
+        msg, msg_id = sent[(row.queue_id, row.queue_offset)]
+        assert (row.topic, row.broker, row.msg_id, row.keys, row.tags, bytes(row.body)) == (
+            topic, "broker-a", msg_id, msg.keys, msg.tags, msg.body)
+        assert row.reconsume_times == 0
+        for stamp in (row.born_timestamp, row.store_timestamp):
+            assert before - 1000 <= stamp.replace(tzinfo=UTC).timestamp() * 1000 <= after + 1000
+        assert row.properties["color"] == "blue" and row.properties["UNIQ_KEY"] == msg_id
+        assert row.properties["KEYS"] == msg.keys and row.properties["TAGS"] == msg.tags
+    schema = {field.name: field.dataType.simpleString() for field in _reader(spark, cluster, topic).schema.fields}
+    assert schema == {"topic": "string", "broker": "string", "queue_id": "int", "queue_offset": "bigint",
+                      "msg_id": "string", "keys": "string", "tags": "string", "body": "binary",
+                      "born_timestamp": "timestamp", "store_timestamp": "timestamp",
+                      "properties": "map<string,string>", "reconsume_times": "int"}
+
+
+def test_batch_read_of_a_bounded_range_and_split_partitions(spark: SparkSession, cluster: DevCluster,
+                                                            producer: Producer, new_topic: Callable[..., str]) -> None:
+    topic = new_topic(2)
+    send_messages(producer, topic, 400)
+    assert _reader(spark, cluster, topic).count() == 400
+    starting = json.dumps({topic: {"broker-a:0": 10, "broker-a:1": -2}})
+    ending = json.dumps({topic: {"broker-a:0": 50, "broker-a:1": 7}})
+    df = _reader(spark, cluster, topic, startingOffsets=starting, endingOffsets=ending, maxRecordsPerPartition="15")
+    assert df.rdd.getNumPartitions() == 3 + 1
+    rows = df.collect()
+    got = sorted((row.queue_id, row.queue_offset) for row in rows)
+    assert got == [(0, offset) for offset in range(10, 50)] + [(1, offset) for offset in range(7)]
+    # within a partition rows keep queue order
+    assert [row.queue_offset for row in rows if row.queue_id == 0] == list(range(10, 50))
+
+
+def test_stream_available_now_drains_in_limited_batches(spark: SparkSession, cluster: DevCluster, producer: Producer,
+                                                       new_topic: Callable[..., str], tmp_path: Path) -> None:
+    topic = new_topic(4)
+    send_messages(producer, topic, 1000)
+    rows, progress = _drain(spark, cluster, topic, tmp_path, startingOffsets="earliest", maxMessagesPerTrigger="300")
+    sizes = [int(p["numInputRows"]) for p in progress if int(p["numInputRows"])]
+    assert sizes == [300, 300, 300, 100]
+    assert sorted(bytes(row.body) for row in rows) == sorted(b"m-%06d" % i for i in range(1000))
+    last = json.loads(progress[-1]["sources"][0]["endOffset"])
+    assert list(last) == [topic] and sum(last[topic].values()) == 1000
+
+
+def test_starting_offsets_latest_json_and_timestamp(spark: SparkSession, cluster: DevCluster, producer: Producer,
+                                                   new_topic: Callable[..., str], tmp_path: Path) -> None:
+    topic = new_topic(1)
+    send_messages(producer, topic, 50)
+    time.sleep(0.05)
+    middle = int(time.time() * 1000)
+    time.sleep(0.05)
+    send_messages(producer, topic, 30, body=lambda i: b"late-%d" % i)
+    rows, _ = _drain(spark, cluster, topic, tmp_path, startingTimestamp=str(middle))
+    assert sorted(bytes(row.body) for row in rows) == sorted(b"late-%d" % i for i in range(30))
+    rows, _ = _drain(spark, cluster, topic, tmp_path, startingOffsets=json.dumps({topic: {"broker-a:0": 75}}))
+    assert sorted(row.queue_offset for row in rows) == [75, 76, 77, 78, 79]
+    rows, _ = _drain(spark, cluster, topic, tmp_path, startingOffsets="latest")
+    assert rows == []
+
+
+def test_group_offsets_start_and_commit(spark: SparkSession, cluster: DevCluster, producer: Producer,
+                                        new_topic: Callable[..., str], tmp_path: Path) -> None:
+    topic = new_topic(2)
+    group = f"spark_group_{uuid.uuid4().hex[:6]}"
+    send_messages(producer, topic, 200)
+    connection = get_connection(cluster.namesrv_addr)
+    queues = connection.queues(topic)
+    # committed offsets: queue 0 at 40; queue 1 has none (starts at earliest)
+    connection.commit_group_offsets(group, {queues[0]: 40})
+    rows, progress = _drain(spark, cluster, topic, tmp_path, startingOffsets="group", group=group,
+                            maxMessagesPerTrigger="60")
+    got = sorted((row.queue_id, row.queue_offset) for row in rows)
+    ends = connection.max_offsets(queues)
+    expected = [(0, offset) for offset in range(40, ends[queues[0]])] + [(1, offset) for offset in
+                                                                        range(ends[queues[1]])]
+    assert got == expected
+    # commit() of batch N runs once batch N+1 is planned: every batch but the last is on the broker
+    batches = [json.loads(p["sources"][0]["endOffset"]) for p in progress if int(p["numInputRows"])]
+    assert len(batches) >= 3
+    committed = connection.group_offsets(group, queues)
+    candidates = [{mq: batch[topic][f"broker-a:{mq.queue_id}"] for mq in queues} for batch in batches]
+    assert committed in candidates[:-1] or committed == candidates[-1]
+    assert committed != {queues[0]: 40, queues[1]: None}
+
+
+def test_sub_expression_filters_by_tag(spark: SparkSession, cluster: DevCluster, producer: Producer,
+                                       new_topic: Callable[..., str], tmp_path: Path) -> None:
+    topic = new_topic(2)
+    send_messages(producer, topic, 90, tags=lambda i: ("TagA", "TagB", "TagC")[i % 3])
+    rows = _reader(spark, cluster, topic, subExpression="TagA || TagC").collect()
+    assert sorted(bytes(row.body) for row in rows) == sorted(b"m-%06d" % i for i in range(90) if i % 3 != 1)
+    assert {row.tags for row in rows} == {"TagA", "TagC"}
+    rows, _ = _drain(spark, cluster, topic, tmp_path, startingOffsets="earliest", subExpression="TagB",
+                     maxMessagesPerTrigger="20")
+    assert sorted(bytes(row.body) for row in rows) == sorted(b"m-%06d" % i for i in range(90) if i % 3 == 1)
+
+
+def test_unknown_topic_fails_with_a_clear_error(spark: SparkSession, cluster: DevCluster) -> None:
+    with pytest.raises(Exception, match="has no readable queue"):
+        _reader(spark, cluster, "NoSuchTopic_x").collect()
+
+
+# --------------------------------------------------------------------------- data loss
+
+
+@pytest.fixture(scope="module")
+def small_segment_cluster() -> Iterator[DevCluster]:
+    """A cluster whose commit log rolls every 32 KiB, so retention can delete old messages."""
+    dev = DevCluster.start_in_thread(broker_settings={"store.commit_log_segment_size": 32 * 1024,
+                                                      "store.file_reserved_time_hours": 0.0})
+    try:
+        yield dev
+    finally:
+        dev.close()
+
+
+def test_fail_on_data_loss_both_ways(spark: SparkSession, small_segment_cluster: DevCluster, tmp_path: Path) -> None:
+    cluster = small_segment_cluster
+    topic = "LossTopic"
+    # its own instance name: client instances are shared per client id, and this is another cluster
+    with Producer("loss_producer", namesrv=cluster.namesrv_addr, instance_name="loss_test") as loss_producer:
+        instance = loss_producer.instance
+        instance.run(instance.api.create_topic(cluster.broker_addr, TopicConfig(topic, 1, 1)))
+        instance.run(instance.update_topic_route(topic))
+        send_messages(loss_producer, topic, 100)
+        # a stream into Parquet that read the first 100 messages
+        checkpoint, output = tmp_path / "checkpoint", tmp_path / "out"
+
+        def run_stream(**options: str) -> Any:
+            stream = (spark.readStream.format("rocketmq").option("namesrv", cluster.namesrv_addr)
+                      .option("topic", topic).option("startingOffsets", "earliest"))
+            for key, value in options.items():
+                stream = stream.option(key, value)
+            return (stream.load().select("queue_offset").writeStream.format("parquet").option("path", str(output))
+                    .option("checkpointLocation", str(checkpoint)).trigger(availableNow=True).start())
+
+        run_stream().awaitTermination(120)
+        send_messages(loss_producer, topic, 900)
+        deleted = cluster.broker.store.clean_expired(int(time.time() * 1000) + 3_600_000, manual=True)  # type: ignore[union-attr]
+        assert deleted > 0
+        mq = MessageQueue(topic, "broker-a", 0)
+        low = get_connection(cluster.namesrv_addr).min_offsets([mq])[mq]
+        assert low > 100
+    # read [earliest checkpointed .. end) in a batch read with explicit offsets that are gone
+    starting = json.dumps({topic: {"broker-a:0": 0}})
+    reader = (spark.read.format("rocketmq").option("namesrv", cluster.namesrv_addr).option("topic", topic)
+              .option("startingOffsets", starting))
+    with pytest.raises(PythonException, match="no longer"):
+        reader.load().collect()
+    rows = reader.option("failOnDataLoss", "false").load().collect()
+    assert sorted(row.queue_offset for row in rows) == list(range(low, 1000))
+    # the stream resumes where its checkpoint says: gone, so it fails unless told to skip
+    failing = run_stream()
+    with pytest.raises(StreamingQueryException, match="no longer"):
+        failing.awaitTermination(120)
+    skipping = run_stream(failOnDataLoss="false")
+    skipping.awaitTermination(120)
+    offsets = sorted(row.queue_offset for row in spark.read.parquet(str(output)).collect())
+    assert offsets == list(range(100)) + list(range(low, 1000))
