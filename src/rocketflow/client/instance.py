@@ -90,7 +90,9 @@ async def _maybe_await(value: Any) -> Any:
 class ClientInstance:
     """The shared per-client-id runtime; see the module docstring."""
 
-    _registry: ClassVar[dict[str, ClientInstance]] = {}
+    #: Keyed by client id AND name servers: unlike RocketMQ (client id only), a second client pointed
+    #: at another cluster must not silently reuse the first one's name servers.
+    _registry: ClassVar[dict[tuple[str, tuple[str, ...]], ClientInstance]] = {}
     _registry_lock: ClassVar[threading.RLock] = threading.RLock()
 
     # ------------------------------------------------------------------ registry
@@ -99,15 +101,27 @@ class ClientInstance:
     def get_or_create(cls, config: ClientConfig) -> ClientInstance:
         """The live instance of ``config``'s client id, or a new one (not started) built from ``config``.
 
-        As in RocketMQ, an existing instance keeps the settings it was created with.
+        As in RocketMQ, an existing instance keeps the settings it was created with; clients that name
+        other name servers get an instance of their own.
         """
         client_id = config.build_client_id()
+        key = (client_id, tuple(sorted(config.namesrv_addresses())))
         with cls._registry_lock:
-            instance = cls._registry.get(client_id)
+            instance = cls._registry.get(key)
             if instance is None:
                 instance = cls(config.copy(), client_id)
-                cls._registry[client_id] = instance
+                instance._registry_key = key
+                cls._registry[key] = instance
             return instance
+
+    def discard(self) -> None:
+        """Forget an instance that was created but never started (a started one is shut down instead)."""
+        if self.started:
+            raise MQClientError("discard() is for instances that were never started; call shutdown()")
+        with self._registry_lock:
+            key = self._registry_key
+            if key is not None and ClientInstance._registry.get(key) is self:
+                del ClientInstance._registry[key]
 
     @classmethod
     def live_instances(cls) -> list[ClientInstance]:
@@ -118,6 +132,7 @@ class ClientInstance:
     def __init__(self, config: ClientConfig, client_id: str | None = None) -> None:
         self.config = config
         self.client_id = client_id or config.build_client_id()
+        self._registry_key: tuple[str, tuple[str, ...]] | None = None
         # never the registry lock here: start() holds that one while it waits for the loop
         self._clients_lock = threading.Lock()
         self._producers: dict[str, Any] = {}
@@ -267,8 +282,9 @@ class ClientInstance:
             if self._ref_count > 0:
                 return
             self._closed = True
-            if ClientInstance._registry.get(self.client_id) is self:
-                del ClientInstance._registry[self.client_id]
+            key = self._registry_key
+            if key is not None and ClientInstance._registry.get(key) is self:
+                del ClientInstance._registry[key]
         self._stop_loop()
 
     def _start_loop(self) -> None:

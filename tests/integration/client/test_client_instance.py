@@ -158,4 +158,15 @@ def test_lifecycle_is_reference_counted(cluster: DevCluster) -> None:
     assert replacement is not instance
     with pytest.raises(MQClientError, match="not started"):
         replacement.run(replacement.send_heartbeat_to_all_brokers())
-    ClientInstance._registry.pop(replacement.client_id, None)  # registered but never started: discard it
+    replacement.discard()
+
+
+def test_clients_of_different_name_servers_get_different_instances() -> None:
+    first = ClientInstance.get_or_create(ClientConfig(namesrv_addr="127.0.0.1:1", instance_name="shared"))
+    same = ClientInstance.get_or_create(ClientConfig(namesrv_addr="127.0.0.1:1", instance_name="shared"))
+    other = ClientInstance.get_or_create(ClientConfig(namesrv_addr="127.0.0.1:2", instance_name="shared"))
+    assert first is same
+    assert other is not first and other.client_id == first.client_id
+    assert other.config.namesrv_addr == "127.0.0.1:2"
+    first.discard()
+    other.discard()
