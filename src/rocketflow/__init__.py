@@ -4,7 +4,33 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from rocketflow.client.allocate import (
+    AllocateMessageQueueAveragely,
+    AllocateMessageQueueAveragelyByCircle,
+    AllocateMessageQueueByConfig,
+    AllocateMessageQueueByMachineRoom,
+    AllocateMessageQueueConsistentHash,
+)
+from rocketflow.client.consume_context import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from rocketflow.client.producer import Producer
+from rocketflow.client.push_consumer import PushConsumer
+from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
 from rocketflow.protocol.message import Message, MessageExt, MessageQueue
 
-__all__ = ["Message", "MessageExt", "MessageQueue", "Producer", "__version__"]
+__all__ = [
+    "AllocateMessageQueueAveragely",
+    "AllocateMessageQueueAveragelyByCircle",
+    "AllocateMessageQueueByConfig",
+    "AllocateMessageQueueByMachineRoom",
+    "AllocateMessageQueueConsistentHash",
+    "ConsumeConcurrentlyStatus",
+    "ConsumeFromWhere",
+    "ConsumeOrderlyStatus",
+    "Message",
+    "MessageExt",
+    "MessageModel",
+    "MessageQueue",
+    "Producer",
+    "PushConsumer",
+    "__version__",
+]

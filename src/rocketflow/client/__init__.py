@@ -12,6 +12,14 @@ from rocketflow.client.allocate import (
 )
 from rocketflow.client.api import ClientAPI, CommunicationMode, PullResult, PullStatus, SendResult, SendStatus
 from rocketflow.client.config import ClientConfig
+from rocketflow.client.consume_context import (
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeMessageContext,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+    ConsumeReturnType,
+)
 from rocketflow.client.errors import (
     MQBrokerError,
     MQClientError,
@@ -21,6 +29,7 @@ from rocketflow.client.errors import (
     MQRemotingError,
     MQTimeoutError,
 )
+from rocketflow.client.hooks import ConsumeMessageHook
 from rocketflow.client.instance import ClientInstance
 from rocketflow.client.offset_store import (
     LocalFileOffsetStore,
@@ -30,10 +39,13 @@ from rocketflow.client.offset_store import (
 )
 from rocketflow.client.process_queue import ProcessQueue, ProcessQueueInfo
 from rocketflow.client.producer import Producer, ProducerSettings
+from rocketflow.client.push_consumer import MAX_RECONSUME_TIMES_UNLIMITED, PushConsumer, PushConsumerSettings
 from rocketflow.client.route import FindBrokerResult, TopicPublishInfo
+from rocketflow.client.stats import ConsumerStats
 from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
 
 __all__ = [
+    "MAX_RECONSUME_TIMES_UNLIMITED",
     "AllocateMachineRoomNearby",
     "AllocateMessageQueueAveragely",
     "AllocateMessageQueueAveragelyByCircle",
@@ -45,7 +57,15 @@ __all__ = [
     "ClientConfig",
     "ClientInstance",
     "CommunicationMode",
+    "ConsumeConcurrentlyContext",
+    "ConsumeConcurrentlyStatus",
     "ConsumeFromWhere",
+    "ConsumeMessageContext",
+    "ConsumeMessageHook",
+    "ConsumeOrderlyContext",
+    "ConsumeOrderlyStatus",
+    "ConsumeReturnType",
+    "ConsumerStats",
     "FindBrokerResult",
     "LocalFileOffsetStore",
     "MQBrokerError",
@@ -64,6 +84,8 @@ __all__ = [
     "ProducerSettings",
     "PullResult",
     "PullStatus",
+    "PushConsumer",
+    "PushConsumerSettings",
     "ReadOffsetType",
     "RemoteBrokerOffsetStore",
     "SendResult",

@@ -22,10 +22,12 @@ Differences from 4.9.3, all deliberate:
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from types import TracebackType
 from typing import Final
 
 from sortedcontainers import SortedDict
@@ -94,6 +96,124 @@ class ProcessQueueInfo:
         }
 
 
+class ConsumeLock:
+    """A reentrant lock whose owner is either a thread or an asyncio task.
+
+    ``threading.RLock`` is owned by a thread, so a coroutine holding it across an ``await`` would
+    not exclude another coroutine of the same loop (they share the thread). Here a thread takes
+    the lock with `acquire` (or ``with``) and a coroutine with `acquire_async` (or ``async with``):
+    the owner is then the current task, and other tasks of the same loop wait like other threads.
+    Either kind of holder releases it with `release`. On an event loop thread never call the
+    blocking `acquire`: waiting there would stall the loop (a non-blocking try is fine).
+    """
+
+    __slots__ = ("_cond", "_count", "_owner")
+
+    #: How often a coroutine re-tries a held lock (it does not block the loop while waiting).
+    ASYNC_POLL_MAX: Final = 0.005
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition(threading.Lock())
+        self._owner: object = None
+        self._count = 0
+
+    def _take(self, owner: object) -> bool:
+        # caller holds self._cond
+        if self._owner is None:
+            self._owner = owner
+            self._count = 1
+            return True
+        if self._owner == owner:
+            self._count += 1
+            return True
+        return False
+
+    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
+        """Take the lock for the calling thread (waiting at most ``timeout`` s; -1 = no limit)."""
+        owner = threading.get_ident()
+        with self._cond:
+            if self._take(owner):
+                return True
+            if not blocking:
+                return False
+            deadline = None if timeout < 0 else time.monotonic() + timeout
+            while True:
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    return False
+                self._cond.wait(remaining)
+                if self._take(owner):
+                    return True
+
+    def try_acquire_for_task(self) -> bool:
+        """Take the lock for the current asyncio task if it is free (or already the task's)."""
+        task = asyncio.current_task()
+        if task is None:
+            raise RuntimeError("try_acquire_for_task() must be called from an asyncio task")
+        with self._cond:
+            return self._take(task)
+
+    async def acquire_async(self, timeout: float | None = None) -> bool:
+        """Take the lock for the current task, polling without blocking the loop; False after ``timeout`` s."""
+        if self.try_acquire_for_task():
+            return True
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
+        delay = 0.0005
+        while True:
+            if deadline is not None:
+                remaining = deadline - loop.time()
+                if remaining <= 0:
+                    return False
+                delay = min(delay, remaining)
+            await asyncio.sleep(delay)
+            if self.try_acquire_for_task():
+                return True
+            delay = min(delay * 2, self.ASYNC_POLL_MAX)
+
+    def release(self) -> None:
+        """Release one level; the caller must be the owning thread or task (else `RuntimeError`)."""
+        with self._cond:
+            owner = self._owner
+            if owner is None:
+                raise RuntimeError("release of an unlocked ConsumeLock")
+            if owner != threading.get_ident():
+                try:
+                    task = asyncio.current_task()
+                except RuntimeError:
+                    task = None
+                if task is None or owner is not task:
+                    raise RuntimeError("ConsumeLock released by a thread or task that does not own it")
+            self._count -= 1
+            if self._count == 0:
+                self._owner = None
+                self._cond.notify()
+
+    def locked(self) -> bool:
+        """Whether anyone holds the lock."""
+        with self._cond:
+            return self._owner is not None
+
+    def __enter__(self) -> ConsumeLock:
+        self.acquire()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.release()
+
+    async def __aenter__(self) -> ConsumeLock:
+        await self.acquire_async()
+        return self
+
+    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                        traceback: TracebackType | None) -> None:
+        self.release()
+
+    def __repr__(self) -> str:
+        return f"ConsumeLock(locked={self._owner is not None}, depth={self._count})"
+
+
 def _check_duration(name: str, value: int) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int number of milliseconds, got {type(value).__name__}")
@@ -114,8 +234,9 @@ class ProcessQueue:
     """Pulled-but-not-yet-consumed messages of one queue, with the flags the consumer keeps for it.
 
     Every public method is thread-safe (one internal reentrant lock guards the maps and counters).
-    ``consume_lock`` is a separate reentrant lock the orderly consumer holds around a listener
-    call, so that a rebalance cannot release the broker lock in the middle of a batch.
+    ``consume_lock`` is a separate reentrant `ConsumeLock` the orderly consumer holds around a
+    listener call (from a consume thread, or from a task for ``async def`` listeners), so that a
+    rebalance cannot release the broker lock in the middle of a batch.
 
     Plain attributes (``dropped``, ``locked``, ``last_lock_timestamp``, ``last_pull_timestamp``,
     ``last_consume_timestamp``) are single assignments, safe to set from any thread.
@@ -137,7 +258,7 @@ class ProcessQueue:
         self._clock: Clock = clock if clock is not None else system_clock_ms
 
         self._lock = threading.RLock()
-        self._consume_lock = threading.RLock()
+        self._consume_lock = ConsumeLock()
         self._msg_tree_map: SortedDict[int, MessageExt] = SortedDict()
         self._consuming_map: SortedDict[int, MessageExt] = SortedDict()
         self._msg_count = 0
@@ -160,7 +281,7 @@ class ProcessQueue:
         return self._clock()
 
     @property
-    def consume_lock(self) -> threading.RLock:
+    def consume_lock(self) -> ConsumeLock:
         """Held by the orderly consumer around each listener call (and tried by rebalance)."""
         return self._consume_lock
 
@@ -444,6 +565,7 @@ __all__ = [
     "DEFAULT_LOCK_MAX_LIVE_MS",
     "DEFAULT_PULL_MAX_IDLE_MS",
     "Clock",
+    "ConsumeLock",
     "ProcessQueue",
     "ProcessQueueInfo",
     "system_clock_ms",

@@ -1,0 +1,622 @@
+"""Concurrent consumption (CONSUMER.md section 6, PROTOCOL.md 4.5).
+
+Pulled messages are cut into batches of ``consume_message_batch_max_size`` and handed to the
+listener: plain functions on a thread pool of ``consume_thread_max`` threads, ``async def``
+functions on the client's event loop (at most ``consume_thread_max`` calls at a time). After each
+call, unless the queue was dropped meanwhile:
+
+* clustering: every message past ``ack_index`` is sent back (CONSUMER_SEND_MSG_BACK; if that RPC
+  fails, a copy goes to ``%RETRY%<group>`` through the instance's inner producer); a message that
+  cannot be sent back at all is retried locally 5 s later;
+* broadcasting: failed messages are logged and dropped;
+* `ProcessQueue.remove_messages` gives the smallest unconsumed offset, committed increase-only.
+
+Messages whose consumption started more than ``consume_timeout`` ago are sent back with delay
+level 3 by a scan every ``consume_timeout``.
+
+`ConsumeMessageService` is the base both consume services share (pool, async tasks, hooks, stats,
+shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import queue
+import threading
+import time
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Final
+
+from rocketflow.client.consume_context import (
+    CONSUME_CONTEXT_TYPE,
+    CMResult,
+    ConsumeConcurrentlyContext,
+    ConsumeConcurrentlyStatus,
+    ConsumeMessageContext,
+    ConsumeMessageDirectlyResult,
+    ConsumeReturnType,
+    is_async_callable,
+)
+from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.protocol.bodies import MessageModel, now_millis
+from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
+
+if TYPE_CHECKING:
+    from rocketflow.client.push_consumer import PushConsumer
+
+logger = logging.getLogger("rocketflow.client.consume")
+
+#: Delay before messages that could not be sent back are consumed again locally (seconds).
+SEND_BACK_FAILED_RETRY_DELAY: Final = 5.0
+#: Expired-message scan: at most this many messages per queue, sent back with this delay level.
+EXPIRED_SCAN_MAX: Final = 16
+EXPIRED_DELAY_LEVEL: Final = 3
+#: How long a consume thread waits for a send-back (the RPC has 5 s, the producer fallback 3 s).
+SEND_BACK_WAIT: Final = 15.0
+
+
+class ConsumeThreadPool:
+    """The consume threads: a C-level call queue served by up to ``max_workers`` threads.
+
+    Lighter than ``ThreadPoolExecutor`` (no future per call, which matters at one call per message).
+    Threads are started one per submission until there are ``max_workers`` (as Java's pool does
+    for its core threads); they are daemon threads so a listener that never returns cannot keep the
+    interpreter alive after `shutdown` gave up waiting for it.
+    """
+
+    def __init__(self, max_workers: int, name_prefix: str) -> None:
+        self.max_workers = max_workers
+        self.name_prefix = name_prefix
+        self._queue: queue.SimpleQueue[tuple[Callable[..., None], tuple[Any, ...]] | None] = queue.SimpleQueue()
+        self._threads: list[threading.Thread] = []
+        self._lock = threading.Lock()
+        self._shutdown = False
+
+    def submit(self, fn: Callable[..., None], *args: Any) -> None:
+        """Queue ``fn(*args)``; raises `RuntimeError` after `shutdown`."""
+        if self._shutdown:
+            raise RuntimeError("the consume thread pool is shut down")
+        self._queue.put((fn, args))
+        if len(self._threads) < self.max_workers:
+            self._start_thread()
+
+    def _start_thread(self) -> None:
+        with self._lock:
+            if self._shutdown or len(self._threads) >= self.max_workers:
+                return
+            thread = threading.Thread(target=self._work, name=f"{self.name_prefix}_{len(self._threads)}",
+                                      daemon=True)
+            self._threads.append(thread)
+            thread.start()
+
+    def _work(self) -> None:
+        get = self._queue.get
+        while True:
+            item = get()
+            if item is None:
+                return
+            fn, args = item
+            try:
+                fn(*args)
+            except BaseException:
+                logger.exception("%s: consume call failed", self.name_prefix)
+
+    def shutdown(self, wait: bool = True) -> None:
+        """Forget queued calls, stop the threads (and join them when ``wait``)."""
+        with self._lock:
+            self._shutdown = True
+            threads = list(self._threads)
+        while True:
+            try:
+                self._queue.get_nowait()
+            except queue.Empty:
+                break
+        for _ in threads:
+            self._queue.put(None)
+        if wait:
+            for thread in threads:
+                if thread is not threading.current_thread():
+                    thread.join()
+
+
+class ConsumeRequest:
+    """One batch of one queue for a concurrent listener."""
+
+    __slots__ = ("message_queue", "msgs", "process_queue")
+
+    def __init__(self, msgs: list[MessageExt], process_queue: ProcessQueue, message_queue: MessageQueue) -> None:
+        self.msgs = msgs
+        self.process_queue = process_queue
+        self.message_queue = message_queue
+
+
+class ConsumeMessageService(ABC):
+    """What the push consumer needs from a consume service, and the plumbing both services share."""
+
+    def __init__(self, consumer: PushConsumer, listener: Callable[..., Any], kind: str) -> None:
+        self.consumer = consumer
+        self.listener = listener
+        self.is_async = is_async_callable(listener)
+        self.group = consumer.group
+        self.kind = kind
+        self._stopped = False
+        self._executor: ConsumeThreadPool | None = None
+        self._active = 0
+        self._idle = threading.Condition()
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._semaphore: asyncio.Semaphore | None = None
+
+    # ------------------------------------------------------------------ lifecycle
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    @property
+    def thread_name_prefix(self) -> str:
+        return f"rocketflow-client-consume[{self.group}]"
+
+    @property
+    def core_pool_size(self) -> int:
+        return self.consumer.settings.consume_thread_max
+
+    def start(self) -> None:
+        """Create the consume thread pool (plain listeners); called once the client instance runs."""
+        if not self.is_async:
+            self._executor = ConsumeThreadPool(self.consumer.settings.consume_thread_max, self.thread_name_prefix)
+
+    async def start_on_loop(self) -> None:
+        """Start the service's periodic work on the client's loop."""
+        self._semaphore = asyncio.Semaphore(self.consumer.settings.consume_thread_max)
+
+    def _start_background(self, coro: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    def stop_dispatch(self) -> None:
+        """No new listener calls from now on (calls already running finish)."""
+        self._stopped = True
+
+    async def stop_on_loop(self) -> None:
+        """Cancel the periodic work (on the loop)."""
+        tasks = list(self._background)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    @property
+    def active_count(self) -> int:
+        """Listener calls (or orderly consume loops) running now."""
+        with self._idle:
+            return self._active + len(self._tasks)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait (not on the loop) until no listener call runs; False after ``timeout`` seconds."""
+        deadline = time.monotonic() + timeout
+        with self._idle:
+            while self._active:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    return False
+                self._idle.wait(remaining)
+        if self.is_async and self._tasks:
+            instance = self.consumer.instance
+            remaining = max(0.0, deadline - time.monotonic())
+            try:
+                return bool(instance.run(self._wait_tasks(remaining), remaining + 5.0))
+            except Exception as exc:
+                logger.warning("%s: waiting for consume tasks failed: %s", self.group, exc)
+                return False
+        return True
+
+    async def _wait_tasks(self, timeout: float) -> bool:
+        tasks = list(self._tasks)
+        if not tasks:
+            return True
+        _, pending = await asyncio.wait(tasks, timeout=timeout)
+        return not pending
+
+    def close(self, wait: bool = True) -> None:
+        """Shut the thread pool down (tasks not started yet are cancelled)."""
+        executor = self._executor
+        if executor is not None:
+            executor.shutdown(wait=wait)
+
+    # ------------------------------------------------------------------ running work
+
+    def _run_in_pool(self, fn: Callable[..., None], *args: Any) -> None:
+        executor = self._executor
+        if executor is None or self._stopped:
+            return
+        try:
+            executor.submit(self._guarded, fn, *args)
+        except RuntimeError:
+            logger.debug("%s: consume pool is shut down; request dropped", self.group)
+
+    def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
+        with self._idle:
+            self._active += 1
+        try:
+            if not self._stopped:
+                fn(*args)
+        except Exception:
+            logger.exception("%s: consume request failed", self.group)
+        finally:
+            with self._idle:
+                self._active -= 1
+                if not self._active:
+                    self._idle.notify_all()
+
+    def _run_task(self, coro: Awaitable[None]) -> None:
+        """Run ``coro`` as a tracked task on the loop (call on the loop)."""
+        if self._stopped:
+            if inspect.iscoroutine(coro):
+                coro.close()
+            return
+        task = asyncio.ensure_future(self._limited(coro))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _limited(self, coro: Awaitable[None]) -> None:
+        semaphore = self._semaphore
+        try:
+            if semaphore is None:
+                await coro
+                return
+            async with semaphore:
+                if self._stopped:
+                    if inspect.iscoroutine(coro):
+                        coro.close()
+                    return
+                await coro
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("%s: consume task failed", self.group)
+
+    def on_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        """Run ``fn(*args)`` on the client's loop (now if already there)."""
+        instance = self.consumer.instance
+        if instance.in_loop_thread():
+            fn(*args)
+        else:
+            instance.loop.call_soon_threadsafe(fn, *args)
+
+    async def call_listener_anywhere(self, msgs: list[MessageExt], context: Any) -> Any:
+        """Call the listener from the loop: awaited if async, else on the pool (or the default executor)."""
+        if self.is_async:
+            return await self.listener(msgs, context)
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Any] = loop.create_future()
+
+        def settle(result: Any, error: BaseException | None) -> None:
+            if future.done():
+                return
+            if error is not None:
+                future.set_exception(error)
+            else:
+                future.set_result(result)
+
+        def call() -> None:
+            try:
+                result = self.listener(msgs, context)
+            except Exception as exc:
+                loop.call_soon_threadsafe(settle, None, exc)
+            else:
+                loop.call_soon_threadsafe(settle, result, None)
+
+        executor = self._executor
+        if executor is None:
+            raise RuntimeError("the consume thread pool is not running")
+        executor.submit(call)
+        return await future
+
+    # ------------------------------------------------------------------ hooks and results
+
+    def hooks_before(self, mq: MessageQueue, msgs: list[MessageExt]) -> ConsumeMessageContext | None:
+        hooks = self.consumer.hooks
+        if not hooks:
+            return None
+        context = ConsumeMessageContext(self.group, mq, msgs)
+        hooks.before(context)
+        return context
+
+    def hooks_after(self, context: ConsumeMessageContext | None, status_name: str, success: bool,
+                    return_type: ConsumeReturnType) -> None:
+        if context is None:
+            return
+        context.props[CONSUME_CONTEXT_TYPE] = return_type.name
+        context.status = status_name
+        context.success = success
+        self.consumer.hooks.after(context)
+
+    def reset_retry_topic(self, msgs: list[MessageExt]) -> None:
+        """Messages pulled from ``%RETRY%<group>`` get their original topic back (RETRY_TOPIC)."""
+        retry_topic = self.consumer.retry_topic
+        for msg in msgs:
+            if msg.topic == retry_topic:
+                original = msg.properties.get(MessageConst.RETRY_TOPIC)
+                if original:
+                    msg.topic = original
+
+    def check_listener_result(self, result: object, expected: type[Any]) -> tuple[Any, BaseException | None]:
+        """(status or None, error): a result that is neither a status nor None counts as an error."""
+        if result is None or isinstance(result, expected):
+            return result, None
+        if inspect.iscoroutine(result):
+            result.close()
+            message = (f"the {self.kind} listener returned a coroutine: register an 'async def' function "
+                       "(it is awaited on the client's loop) or return a status")
+        else:
+            message = f"the {self.kind} listener returned {result!r}; expected a {expected.__name__} or None"
+        logger.error("%s: %s", self.group, message)
+        return None, TypeError(message)
+
+    # ------------------------------------------------------------------ the service's own part
+
+    @abstractmethod
+    def submit_consume_request(self, msgs: list[MessageExt], process_queue: ProcessQueue,
+                               message_queue: MessageQueue, dispatch_to_consume: bool) -> None:
+        """Hand freshly pulled messages (already in ``process_queue``) to the listener (call on the loop)."""
+
+    @abstractmethod
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: run the listener on ``msg`` alone and report how it went."""
+
+
+class ConsumeMessageConcurrentlyService(ConsumeMessageService):
+    """Concurrent consumption of a push consumer (RocketMQ's ``ConsumeMessageConcurrentlyService``)."""
+
+    def __init__(self, consumer: PushConsumer, listener: Callable[..., Any]) -> None:
+        super().__init__(consumer, listener, "concurrent")
+
+    async def start_on_loop(self) -> None:
+        await super().start_on_loop()
+        self._start_background(self._clean_expired_periodically())
+
+    # ------------------------------------------------------------------ submission
+
+    def submit_consume_request(self, msgs: list[MessageExt], process_queue: ProcessQueue,
+                               message_queue: MessageQueue, dispatch_to_consume: bool) -> None:
+        batch_size = self.consumer.settings.consume_message_batch_max_size
+        if len(msgs) <= batch_size:
+            self._submit(ConsumeRequest(msgs, process_queue, message_queue))
+            return
+        for start in range(0, len(msgs), batch_size):
+            self._submit(ConsumeRequest(msgs[start:start + batch_size], process_queue, message_queue))
+
+    def _submit(self, request: ConsumeRequest) -> None:
+        if self.is_async:
+            self._run_task(self._consume_async(request))
+        else:
+            self._run_in_pool(self._consume_sync, request)
+
+    def submit_consume_request_later(self, msgs: list[MessageExt], process_queue: ProcessQueue,
+                                     message_queue: MessageQueue) -> None:
+        """Consume ``msgs`` again locally after 5 s (they could not be sent back)."""
+        self.consumer.call_later(SEND_BACK_FAILED_RETRY_DELAY,
+                                 lambda: self.submit_consume_request(msgs, process_queue, message_queue, True))
+
+    # ------------------------------------------------------------------ one batch
+
+    def _prepare(self, msgs: list[MessageExt]) -> None:
+        self.reset_retry_topic(msgs)
+        started = str(now_millis())
+        for msg in msgs:
+            msg.properties[MessageConst.CONSUME_START_TIMESTAMP] = started
+
+    def _consume_sync(self, request: ConsumeRequest) -> None:
+        pq = request.process_queue
+        if pq.dropped:
+            return
+        msgs, mq = request.msgs, request.message_queue
+        context = ConsumeConcurrentlyContext(mq)
+        self._prepare(msgs)
+        hook_context = self.hooks_before(mq, msgs)
+        begin = time.monotonic()
+        result: object = None
+        error: BaseException | None = None
+        try:
+            result = self.listener(list(msgs), context)
+        except Exception as exc:
+            error = exc
+            logger.warning("%s: concurrent listener raised for %s (%d messages)", self.group, mq, len(msgs),
+                           exc_info=True)
+        status = self._after_listener(request, result, error, begin, hook_context)
+        if pq.dropped:
+            logger.info("%s: %s was dropped while consuming; result ignored", self.group, mq)
+            return
+        to_send_back = self._acknowledge(status, context, request)
+        failed = [msg for msg in to_send_back if not self._send_back_blocking(msg, context, mq)]
+        self._finish(request, failed)
+
+    async def _consume_async(self, request: ConsumeRequest) -> None:
+        pq = request.process_queue
+        if pq.dropped:
+            return
+        msgs, mq = request.msgs, request.message_queue
+        context = ConsumeConcurrentlyContext(mq)
+        self._prepare(msgs)
+        hook_context = self.hooks_before(mq, msgs)
+        begin = time.monotonic()
+        result: object = None
+        error: BaseException | None = None
+        try:
+            result = await self.listener(list(msgs), context)
+        except Exception as exc:
+            error = exc
+            logger.warning("%s: concurrent listener raised for %s (%d messages)", self.group, mq, len(msgs),
+                           exc_info=True)
+        status = self._after_listener(request, result, error, begin, hook_context)
+        if pq.dropped:
+            logger.info("%s: %s was dropped while consuming; result ignored", self.group, mq)
+            return
+        failed = []
+        for msg in self._acknowledge(status, context, request):
+            if not await self._send_back(msg, context, mq):
+                failed.append(msg)
+        self._finish(request, failed)
+
+    def _after_listener(self, request: ConsumeRequest, result: object, error: BaseException | None, begin: float,
+                        hook_context: ConsumeMessageContext | None) -> ConsumeConcurrentlyStatus:
+        status: ConsumeConcurrentlyStatus | None
+        status, type_error = self.check_listener_result(result, ConsumeConcurrentlyStatus)
+        error = error or type_error
+        consume_rt = (time.monotonic() - begin) * 1000
+        if status is None:
+            return_type = ConsumeReturnType.EXCEPTION if error is not None else ConsumeReturnType.RETURNNULL
+        elif consume_rt >= self.consumer.settings.consume_timeout * 1000:
+            return_type = ConsumeReturnType.TIME_OUT
+        elif status is ConsumeConcurrentlyStatus.RECONSUME_LATER:
+            return_type = ConsumeReturnType.FAILED
+        else:
+            return_type = ConsumeReturnType.SUCCESS
+        if status is None:
+            if error is None:
+                logger.warning("%s: concurrent listener returned None for %s; will retry", self.group,
+                               request.message_queue)
+            status = ConsumeConcurrentlyStatus.RECONSUME_LATER
+        self.hooks_after(hook_context, status.name, status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS, return_type)
+        self.consumer.consumer_stats.inc_consume_rt(self.group, request.message_queue.topic, consume_rt)
+        return status
+
+    def _acknowledge(self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext,
+                     request: ConsumeRequest) -> list[MessageExt]:
+        """Count the outcome; return the messages to send back (clustering)."""
+        msgs = request.msgs
+        size = len(msgs)
+        if not size:
+            return []
+        stats = self.consumer.consumer_stats
+        topic = request.message_queue.topic
+        if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+            ack_index = context.ack_index
+            if isinstance(ack_index, bool) or not isinstance(ack_index, int):
+                logger.error("%s: ack_index must be an int, got %r; the whole batch will be retried", self.group,
+                             ack_index)
+                ack_index = -1
+            ack_index = max(-1, min(ack_index, size - 1))
+            ok = ack_index + 1
+            stats.inc_consume_ok_tps(self.group, topic, ok)
+            stats.inc_consume_failed_tps(self.group, topic, size - ok)
+        else:
+            ack_index = -1
+            stats.inc_consume_failed_tps(self.group, topic, size)
+        failed = msgs[ack_index + 1:]
+        if not failed:
+            return []
+        if self.consumer.message_model is MessageModel.BROADCASTING:
+            for msg in failed:
+                logger.warning("%s: broadcasting consumption of %s failed; dropped", self.group, msg)
+            return []
+        return failed
+
+    def _delay_level(self, context: ConsumeConcurrentlyContext) -> int:
+        level = context.delay_level_when_next_consume
+        if isinstance(level, bool) or not isinstance(level, int):
+            logger.error("%s: delay_level_when_next_consume must be an int, got %r; the broker picks the delay",
+                         self.group, level)
+            return 0
+        return level
+
+    async def _send_back(self, msg: MessageExt, context: ConsumeConcurrentlyContext, mq: MessageQueue) -> bool:
+        try:
+            await self.consumer.send_message_back(msg, self._delay_level(context), mq.broker_name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.warning("%s: sending back %s failed: %s; consuming it again locally later", self.group, msg, exc)
+            return False
+        return True
+
+    def _send_back_blocking(self, msg: MessageExt, context: ConsumeConcurrentlyContext, mq: MessageQueue) -> bool:
+        try:
+            self.consumer.instance.run(self.consumer.send_message_back(msg, self._delay_level(context),
+                                                                       mq.broker_name), SEND_BACK_WAIT)
+        except Exception as exc:
+            logger.warning("%s: sending back %s failed: %s; consuming it again locally later", self.group, msg, exc)
+            return False
+        return True
+
+    def _finish(self, request: ConsumeRequest, send_back_failed: list[MessageExt]) -> None:
+        pq, mq = request.process_queue, request.message_queue
+        msgs = request.msgs
+        if send_back_failed:
+            failed_ids = {id(msg) for msg in send_back_failed}
+            for msg in send_back_failed:
+                msg.reconsume_times += 1
+            msgs = [msg for msg in msgs if id(msg) not in failed_ids]
+            self.submit_consume_request_later(send_back_failed, pq, mq)
+        offset = pq.remove_messages(msgs)
+        if offset >= 0 and not pq.dropped:
+            self.consumer.offset_store.update_offset(mq, offset, True)
+
+    # ------------------------------------------------------------------ expired messages
+
+    async def _clean_expired_periodically(self) -> None:
+        interval = self.consumer.settings.consume_timeout
+        while not self._stopped:
+            await asyncio.sleep(interval)
+            try:
+                await self.clean_expired_messages()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.exception("%s: expired-message scan failed", self.group)
+
+    async def clean_expired_messages(self) -> None:
+        """Send back messages consumed for longer than ``consume_timeout`` (delay level 3) and forget them."""
+        for mq, pq in list(self.consumer.rebalance.process_queue_table.items()):
+            for msg in pq.expired_messages(max_count=EXPIRED_SCAN_MAX):
+                try:
+                    await self.consumer.send_message_back(msg, EXPIRED_DELAY_LEVEL, None)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    logger.error("%s: sending back expired %s of %s failed: %s", self.group, msg, mq, exc)
+                    continue
+                logger.info("%s: %s of %s was consumed for too long; sent back", self.group, msg, mq)
+                pq.remove_if_first(msg)
+
+    # ------------------------------------------------------------------ consume directly
+
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        result = ConsumeMessageDirectlyResult(order=False, auto_commit=True)
+        mq = MessageQueue(msg.topic, broker_name, msg.queue_id)
+        context = ConsumeConcurrentlyContext(mq)
+        self._prepare([msg])
+        begin = time.monotonic()
+        try:
+            answer = await self.call_listener_anywhere([msg], context)
+            status, error = self.check_listener_result(answer, ConsumeConcurrentlyStatus)
+            if error is not None:
+                result.consume_result = CMResult.CR_THROW_EXCEPTION
+                result.remark = str(error)
+            elif status is None:
+                result.consume_result = CMResult.CR_RETURN_NULL
+            elif status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
+                result.consume_result = CMResult.CR_SUCCESS
+            else:
+                result.consume_result = CMResult.CR_LATER
+        except Exception as exc:
+            result.consume_result = CMResult.CR_THROW_EXCEPTION
+            result.remark = f"{type(exc).__name__}: {exc}"
+        result.spent_time_mills = round((time.monotonic() - begin) * 1000)
+        return result
+
+
+__all__ = [
+    "EXPIRED_DELAY_LEVEL",
+    "EXPIRED_SCAN_MAX",
+    "SEND_BACK_FAILED_RETRY_DELAY",
+    "ConsumeMessageConcurrentlyService",
+    "ConsumeMessageService",
+    "ConsumeRequest",
+    "ConsumeThreadPool",
+]

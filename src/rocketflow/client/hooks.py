@@ -1,0 +1,79 @@
+"""Consume hooks (CONSUMER.md section 9): code run before and after every listener call.
+
+A hook is any object with ``consume_message_before(context)`` and ``consume_message_after(context)``
+(`ConsumeMessageHook` gives no-op defaults and a name). Hooks run on the thread (or, for
+``async def`` listeners, the event loop) that calls the listener, so they must be quick. A hook
+that raises is logged and skipped; it never changes the consume result.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+
+from rocketflow.client.consume_context import ConsumeMessageContext
+from rocketflow.client.errors import MQClientError
+
+logger = logging.getLogger("rocketflow.client.hooks")
+
+
+class ConsumeMessageHook:
+    """Base class of consume hooks; override what you need."""
+
+    def hook_name(self) -> str:
+        return type(self).__name__
+
+    def consume_message_before(self, context: ConsumeMessageContext) -> None:
+        """Called with the batch before the listener runs (``context.status`` is still empty)."""
+
+    def consume_message_after(self, context: ConsumeMessageContext) -> None:
+        """Called after the listener with ``status``, ``success`` and ``props["ConsumeContextType"]`` set."""
+
+
+class ConsumeHooks:
+    """The registered hooks of one consumer (thread-safe registration, exceptions contained)."""
+
+    def __init__(self) -> None:
+        self._hooks: tuple[object, ...] = ()
+        self._lock = threading.Lock()
+
+    def register(self, hook: object) -> None:
+        """Add a hook; raises `MQClientError` if it lacks either method."""
+        for method in ("consume_message_before", "consume_message_after"):
+            if not callable(getattr(hook, method, None)):
+                raise MQClientError(f"a consume hook needs a callable {method}(context); {hook!r} has none")
+        with self._lock:
+            self._hooks = (*self._hooks, hook)
+
+    def __bool__(self) -> bool:
+        return bool(self._hooks)
+
+    def __len__(self) -> int:
+        return len(self._hooks)
+
+    def before(self, context: ConsumeMessageContext) -> None:
+        for hook in self._hooks:
+            try:
+                hook.consume_message_before(context)  # type: ignore[attr-defined]
+            except Exception:
+                logger.exception("consume hook %s failed before consuming", _hook_name(hook))
+
+    def after(self, context: ConsumeMessageContext) -> None:
+        for hook in self._hooks:
+            try:
+                hook.consume_message_after(context)  # type: ignore[attr-defined]
+            except Exception:
+                logger.exception("consume hook %s failed after consuming", _hook_name(hook))
+
+
+def _hook_name(hook: object) -> str:
+    name = getattr(hook, "hook_name", None)
+    if callable(name):
+        try:
+            return str(name())
+        except Exception:
+            pass
+    return type(hook).__name__
+
+
+__all__ = ["ConsumeHooks", "ConsumeMessageHook"]

@@ -1,0 +1,382 @@
+"""Pulling for the push consumer (CONSUMER.md section 4, PROTOCOL.md 6.1).
+
+* `PullRequest`: one queue's pull cursor (next offset) and its process queue.
+* `PullAPIWrapper`: PULL_MESSAGE to the right broker address (remembering which broker the last
+  response suggested), and the client-side processing of a result: decoding, the tag re-filter,
+  MIN_OFFSET / MAX_OFFSET properties and the broker name.
+* `PullMessageService`: runs pull requests on the client instance's event loop, at once or after
+  a delay, with the push consumer's pull flow (`PullMessageService.pull_message`): drop checks,
+  pause, flow control, the orderly lock rules, long polling with the piggy-backed commit offset,
+  and the handling of the four pull statuses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final
+
+from rocketflow.client.api import PullResult, PullStatus
+from rocketflow.client.errors import MQClientError, MQRemotingError
+from rocketflow.client.instance import ClientInstance
+from rocketflow.client.offset_store import ReadOffsetType
+from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.route import MASTER_ID
+from rocketflow.protocol.bodies import MessageModel, SubscriptionData
+from rocketflow.protocol.codec import RecordDecodeError, decode_records
+from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
+from rocketflow.protocol.names import is_retry_topic
+from rocketflow.protocol.sysflag import build_pull_sys_flag, clear_commit_offset_flag
+from rocketflow.remoting.errors import ProtocolError
+from rocketflow.remoting.headers import PullMessageRequestHeader
+
+if TYPE_CHECKING:
+    from rocketflow.client.push_consumer import PushConsumer
+
+logger = logging.getLogger("rocketflow.client.pull")
+
+#: Re-pull delay under flow control (``PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL``).
+PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL: Final = 50
+#: Re-pull delay while the consumer is suspended (``PULL_TIME_DELAY_MILLS_WHEN_SUSPEND``).
+PULL_TIME_DELAY_MILLS_WHEN_SUSPEND: Final = 1000
+#: How long the broker may hold a pull that found nothing (``BROKER_SUSPEND_MAX_TIME_MILLIS``).
+BROKER_SUSPEND_MAX_TIME_MILLIS: Final = 15_000
+#: Timeout of a long-polling pull RPC (``CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND``).
+CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND: Final = 30_000
+#: Delay before an OFFSET_ILLEGAL queue is fixed up and removed.
+OFFSET_ILLEGAL_FIX_DELAY_MILLS: Final = 10_000
+#: Log flow control once per this many occurrences.
+_FLOW_CONTROL_LOG_EVERY: Final = 1000
+_MIB: Final = 1024 * 1024
+
+
+@dataclass(slots=True, eq=False)
+class PullRequest:
+    """The pull cursor of one queue (RocketMQ's ``PullRequest``)."""
+
+    consumer_group: str
+    message_queue: MessageQueue
+    process_queue: ProcessQueue
+    next_offset: int
+    #: Orderly: whether the first pull after the broker lock was won already re-read the offset.
+    previously_locked: bool = False
+
+    def __repr__(self) -> str:
+        return (f"PullRequest(group={self.consumer_group!r}, mq={self.message_queue}, "
+                f"next_offset={self.next_offset}, previously_locked={self.previously_locked})")
+
+
+class PullAPIWrapper:
+    """PULL_MESSAGE plumbing shared by consumers: broker selection and result processing."""
+
+    def __init__(self, instance: ClientInstance, consumer_group: str) -> None:
+        self.instance = instance
+        self.consumer_group = consumer_group
+        #: queue -> the broker id the last response suggested (master unless slave reads are on).
+        self.pull_from_which_node_table: dict[MessageQueue, int] = {}
+
+    def update_pull_from_which_node(self, mq: MessageQueue, broker_id: int) -> None:
+        self.pull_from_which_node_table[mq] = broker_id
+
+    def recalculate_pull_from_which_node(self, mq: MessageQueue) -> int:
+        return self.pull_from_which_node_table.get(mq, MASTER_ID)
+
+    async def pull_kernel_impl(self, mq: MessageQueue, sub_expression: str | None, expression_type: str,
+                               sub_version: int, offset: int, max_nums: int, sys_flag: int, commit_offset: int,
+                               broker_suspend_max_time_millis: int, timeout_millis: int) -> PullResult:
+        """Send PULL_MESSAGE for ``mq`` to the suggested broker (the master by default).
+
+        Raises `MQClientError` when no address of the broker is known, `MQBrokerError` for an error
+        response and `MQRemotingError` for transport failures.
+        """
+        instance = self.instance
+        broker_id = self.recalculate_pull_from_which_node(mq)
+        found = instance.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
+        if found is None:
+            await instance.update_topic_route(mq.topic)
+            found = instance.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
+        if found is None:
+            raise MQClientError(f"the broker {mq.broker_name!r} of {mq} does not exist")
+        if found.slave:
+            sys_flag = clear_commit_offset_flag(sys_flag)
+        header = PullMessageRequestHeader(
+            consumer_group=self.consumer_group, topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
+            max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=commit_offset,
+            suspend_timeout_millis=broker_suspend_max_time_millis, sub_version=sub_version,
+            subscription=sub_expression, expression_type=expression_type)
+        return await instance.api.pull_message(found.broker_addr, header, timeout_millis / 1000)
+
+    def process_pull_result(self, mq: MessageQueue, result: PullResult,
+                            subscription: SubscriptionData | None) -> list[MessageExt]:
+        """Decode a FOUND result (RocketMQ's ``processPullResult``) into ``result.messages``.
+
+        Messages are re-filtered by tag when the subscription names tags (untagged ones dropped),
+        get MIN_OFFSET / MAX_OFFSET and ``mq``'s broker name. Raises `MQRemotingError` for a body
+        that is not a sequence of records.
+        """
+        self.update_pull_from_which_node(mq, result.suggest_which_broker_id)
+        if result.status is not PullStatus.FOUND or not result.body:
+            result.messages = []
+            return result.messages
+        try:
+            messages = decode_records(result.body)
+        except (RecordDecodeError, ProtocolError) as exc:
+            raise MQRemotingError(f"malformed pull body for {mq}: {exc}") from exc
+        result.body = b""
+        if subscription is not None and subscription.tags_set and not subscription.class_filter_mode:
+            tags_set = subscription.tags_set
+            messages = [msg for msg in messages if msg.tags is not None and msg.tags in tags_set]
+        min_offset, max_offset, broker_name = str(result.min_offset), str(result.max_offset), mq.broker_name
+        for msg in messages:
+            properties = msg.properties
+            properties[MessageConst.MIN_OFFSET] = min_offset
+            properties[MessageConst.MAX_OFFSET] = max_offset
+            msg.broker_name = broker_name
+        result.messages = messages
+        return messages
+
+
+class PullMessageService:
+    """Runs a push consumer's pull requests on the client's event loop."""
+
+    def __init__(self, consumer: PushConsumer) -> None:
+        self.consumer = consumer
+        self.wrapper = PullAPIWrapper(consumer.instance, consumer.group)
+        self._stopped = False
+        self._timers: set[asyncio.TimerHandle] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._queue_flow_control_times = 0
+        self._size_flow_control_times = 0
+        self._span_flow_control_times = 0
+
+    # ------------------------------------------------------------------ scheduling
+
+    @property
+    def stopped(self) -> bool:
+        return self._stopped
+
+    def _on_loop(self, fn: Callable[..., None], *args: Any) -> None:
+        instance = self.consumer.instance
+        if instance.in_loop_thread():
+            fn(*args)
+        else:
+            instance.loop.call_soon_threadsafe(fn, *args)
+
+    def execute_pull_request_immediately(self, request: PullRequest) -> None:
+        """Pull ``request`` as soon as the loop gets to it (thread-safe)."""
+        self._on_loop(self._start_pull, request)
+
+    def execute_pull_request_later(self, request: PullRequest, delay_ms: int) -> None:
+        """Pull ``request`` after ``delay_ms`` (thread-safe)."""
+        self.execute_task_later(lambda: self._start_pull(request), delay_ms)
+
+    def execute_task_later(self, task: Callable[[], None], delay_ms: int) -> None:
+        """Run ``task`` on the loop after ``delay_ms`` unless the service stopped meanwhile (thread-safe)."""
+        self._on_loop(self._schedule, task, delay_ms)
+
+    def _schedule(self, task: Callable[[], None], delay_ms: int) -> None:
+        if self._stopped:
+            return
+        loop = asyncio.get_running_loop()
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            if not self._stopped:
+                task()
+
+        handle = loop.call_later(delay_ms / 1000, fire)
+        self._timers.add(handle)
+
+    def _start_pull(self, request: PullRequest) -> None:
+        if self._stopped:
+            return
+        task = asyncio.get_running_loop().create_task(self.pull_message(request))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def shutdown(self) -> None:
+        """Stop: pending pulls are forgotten, in-flight ones cancelled (on the loop)."""
+        self._stopped = True
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()
+        tasks = list(self._tasks)
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    # ------------------------------------------------------------------ the pull flow
+
+    async def pull_message(self, request: PullRequest) -> None:
+        """One step of the pull flow for ``request`` (PROTOCOL.md 6.1); it re-schedules itself."""
+        consumer = self.consumer
+        pq = request.process_queue
+        if pq.dropped:
+            logger.debug("%s: pull request of dropped %s forgotten", consumer.group, request.message_queue)
+            return
+        pq.last_pull_timestamp = pq.now_ms()
+        exception_delay = consumer.client_config.pull_time_delay_mills_when_exception
+        if not consumer.is_running:
+            self.execute_pull_request_later(request, exception_delay)
+            return
+        if consumer.paused:
+            self.execute_pull_request_later(request, PULL_TIME_DELAY_MILLS_WHEN_SUSPEND)
+            return
+        cached_count = pq.msg_count
+        if cached_count > consumer.pull_threshold_for_queue:
+            self.execute_pull_request_later(request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
+            if self._queue_flow_control_times % _FLOW_CONTROL_LOG_EVERY == 0:
+                logger.warning("%s: %s holds %d messages (threshold %d): flow control (%d times)", consumer.group,
+                               request.message_queue, cached_count, consumer.pull_threshold_for_queue,
+                               self._queue_flow_control_times)
+            self._queue_flow_control_times += 1
+            return
+        cached_mib = pq.msg_size // _MIB
+        if cached_mib > consumer.pull_threshold_size_for_queue:
+            self.execute_pull_request_later(request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
+            if self._size_flow_control_times % _FLOW_CONTROL_LOG_EVERY == 0:
+                logger.warning("%s: %s holds %d MiB (threshold %d MiB): flow control (%d times)", consumer.group,
+                               request.message_queue, cached_mib, consumer.pull_threshold_size_for_queue,
+                               self._size_flow_control_times)
+            self._size_flow_control_times += 1
+            return
+        if not consumer.consume_orderly:
+            span = pq.max_span
+            if span > consumer.settings.consume_concurrently_max_span:
+                self.execute_pull_request_later(request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
+                if self._span_flow_control_times % _FLOW_CONTROL_LOG_EVERY == 0:
+                    logger.warning("%s: %s offset span %d is over %d: flow control (%d times)", consumer.group,
+                                   request.message_queue, span, consumer.settings.consume_concurrently_max_span,
+                                   self._span_flow_control_times)
+                self._span_flow_control_times += 1
+                return
+        elif pq.locked:
+            if not request.previously_locked:
+                try:
+                    offset = await consumer.rebalance.compute_pull_from_where(request.message_queue)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    logger.warning("%s: cannot re-read the offset of %s: %s", consumer.group, request.message_queue,
+                                   exc)
+                    self.execute_pull_request_later(request, exception_delay)
+                    return
+                if offset < 0:
+                    self.execute_pull_request_later(request, exception_delay)
+                    return
+                if offset < request.next_offset:
+                    logger.info("%s: first pull of %s after locking: the broker says %d, we were at %d",
+                                consumer.group, request.message_queue, offset, request.next_offset)
+                request.previously_locked = True
+                request.next_offset = offset
+        else:
+            self.execute_pull_request_later(request, exception_delay)
+            logger.debug("%s: %s is not locked at the broker yet; pulling later", consumer.group,
+                         request.message_queue)
+            return
+
+        mq = request.message_queue
+        subscription = consumer.rebalance.subscription_inner.get(mq.topic)
+        if subscription is None:
+            self.execute_pull_request_later(request, exception_delay)
+            logger.warning("%s: no subscription for %s; pulling later", consumer.group, mq)
+            return
+
+        commit_offset_enable = False
+        commit_offset_value = 0
+        if consumer.message_model is MessageModel.CLUSTERING:
+            commit_offset_value = await consumer.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
+            commit_offset_enable = commit_offset_value > 0
+        class_filter = subscription.class_filter_mode
+        sub_expression = (subscription.sub_string if consumer.settings.post_subscription_when_pull and not class_filter
+                          else None)
+        sys_flag = build_pull_sys_flag(commit_offset_enable, True, sub_expression is not None, class_filter)
+        begin = time.monotonic()
+        try:
+            result = await self.wrapper.pull_kernel_impl(
+                mq, sub_expression, subscription.expression_type,
+                consumer.rebalance.pull_sub_version(mq.topic, subscription), request.next_offset,
+                consumer.settings.pull_batch_size, sys_flag, max(commit_offset_value, 0),
+                BROKER_SUSPEND_MAX_TIME_MILLIS, CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND)
+            self._on_pull_result(request, result, subscription, begin)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not is_retry_topic(mq.topic):
+                logger.warning("%s: pull of %s from offset %d failed: %s", consumer.group, mq, request.next_offset,
+                               exc)
+            self.execute_pull_request_later(request, exception_delay)
+
+    def _on_pull_result(self, request: PullRequest, result: PullResult, subscription: SubscriptionData,
+                        begin: float) -> None:
+        consumer = self.consumer
+        mq = request.message_queue
+        pq = request.process_queue
+        messages = self.wrapper.process_pull_result(mq, result, subscription)
+        status = result.status
+        if status is PullStatus.FOUND:
+            previous_offset = request.next_offset
+            request.next_offset = result.next_begin_offset
+            consumer.consumer_stats.inc_pull_rt(request.consumer_group, mq.topic, (time.monotonic() - begin) * 1000)
+            first_offset = None
+            if not messages:
+                self.execute_pull_request_immediately(request)
+            else:
+                first_offset = messages[0].queue_offset
+                consumer.consumer_stats.inc_pull_tps(request.consumer_group, mq.topic, len(messages))
+                dispatch_to_consume = pq.put_messages(messages)
+                consumer.consume_service.submit_consume_request(messages, pq, mq, dispatch_to_consume)
+                pull_interval = consumer.settings.pull_interval
+                if pull_interval > 0:
+                    self.execute_pull_request_later(request, round(pull_interval * 1000))
+                else:
+                    self.execute_pull_request_immediately(request)
+            if result.next_begin_offset < previous_offset or (first_offset is not None
+                                                               and first_offset < previous_offset):
+                logger.warning("%s: pull result of %s looks wrong: next %d, first %s, requested %d", consumer.group,
+                               mq, result.next_begin_offset, first_offset, previous_offset)
+        elif status is PullStatus.NO_NEW_MSG or status is PullStatus.NO_MATCHED_MSG:
+            request.next_offset = result.next_begin_offset
+            self.correct_tags_offset(request)
+            self.execute_pull_request_immediately(request)
+        elif status is PullStatus.OFFSET_ILLEGAL:
+            logger.warning("%s: offset %d of %s is illegal (broker: min %d, max %d, next %d)", consumer.group,
+                           request.next_offset, mq, result.min_offset, result.max_offset, result.next_begin_offset)
+            request.next_offset = result.next_begin_offset
+            pq.dropped = True
+            self.execute_task_later(lambda: consumer.spawn(self._fix_illegal_offset(request)),
+                                    OFFSET_ILLEGAL_FIX_DELAY_MILLS)
+
+    def correct_tags_offset(self, request: PullRequest) -> None:
+        """Nothing cached: the stored offset may advance to the next pull offset (increase only)."""
+        if request.process_queue.msg_count == 0:
+            self.consumer.offset_store.update_offset(request.message_queue, request.next_offset, True)
+
+    async def _fix_illegal_offset(self, request: PullRequest) -> None:
+        consumer = self.consumer
+        mq = request.message_queue
+        try:
+            consumer.offset_store.update_offset(mq, request.next_offset, False)
+            await consumer.offset_store.persist(mq)
+            await consumer.rebalance.remove_process_queue(mq)
+            logger.warning("%s: fixed the offset of %s to %d", consumer.group, mq, request.next_offset)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("%s: fixing the offset of %s failed", consumer.group, mq)
+
+
+__all__ = [
+    "BROKER_SUSPEND_MAX_TIME_MILLIS",
+    "CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND",
+    "OFFSET_ILLEGAL_FIX_DELAY_MILLS",
+    "PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL",
+    "PULL_TIME_DELAY_MILLS_WHEN_SUSPEND",
+    "PullAPIWrapper",
+    "PullMessageService",
+    "PullRequest",
+]

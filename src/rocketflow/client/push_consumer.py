@@ -1,0 +1,815 @@
+"""`PushConsumer`: the push consumer (CONSUMER.md sections 3-9).
+
+```python
+consumer = PushConsumer("cg", namesrv="127.0.0.1:9876",
+                        consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+consumer.subscribe("Orders", "pay || ship")
+consumer.register_concurrent_listener(fn)     # fn(msgs, context) -> ConsumeConcurrentlyStatus
+# or consumer.register_orderly_listener(fn)   # fn(msgs, context) -> ConsumeOrderlyStatus
+with consumer:                                 # start() ... shutdown()
+    ...
+```
+
+Listeners may be plain functions (run on a pool of ``consume_thread_max`` threads) or ``async def``
+functions (run on the client instance's event loop; they must not block it). The consumer is made
+of one module per role: `rebalance` (queue assignment), `pull_service` (pulling and flow control),
+`consume_concurrently` / `consume_orderly` (listener calls, retries, offsets), `offset_store`,
+`stats` and `hooks`.
+
+Every setting of CONSUMER.md is a keyword argument with RocketMQ 4.9.3's default (see
+`PushConsumerSettings`; client settings such as ``instance_name`` or ``rebalance_interval`` are
+`ClientConfig` fields). Times are in seconds unless the name says ``millis``.
+
+Differences from RocketMQ 4.9.3 worth knowing:
+
+* ``max_reconsume_times=-1`` means 16 for orderly consumers too (RocketMQ: unlimited); pass
+  ``max_reconsume_times=MAX_RECONSUME_TIMES_UNLIMITED`` for RocketMQ's in-place retries forever;
+* `shutdown` stops pulling, lets running listener calls finish (up to ``shutdown_timeout``),
+  commits the offsets synchronously, then releases the orderly queue locks and unregisters
+  (RocketMQ releases the locks first and commits oneway);
+* a `reset_offset` from the broker waits for running listener calls of the consumer (at most
+  10 s) instead of always sleeping 10 s;
+* see `rocketflow.client.rebalance` for the rebalance refinements.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+import enum
+import logging
+import threading
+import time
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final
+
+from rocketflow.client.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
+from rocketflow.client.config import CLIENT_CONFIG_FIELDS, ClientConfig
+from rocketflow.client.consume_concurrently import ConsumeMessageConcurrentlyService, ConsumeMessageService
+from rocketflow.client.consume_context import (
+    JAVA_INT_MAX,
+    ConcurrentListener,
+    ConsumeMessageDirectlyResult,
+    OrderlyListener,
+)
+from rocketflow.client.consume_orderly import ConsumeMessageOrderlyService
+from rocketflow.client.errors import MQClientError, MQError
+from rocketflow.client.hooks import ConsumeHooks
+from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
+from rocketflow.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.pull_service import PullMessageService
+from rocketflow.client.rebalance import CONSUME_TIMESTAMP_FORMAT, RebalancePushImpl, parse_consume_timestamp
+from rocketflow.client.stats import ConsumerStats
+from rocketflow.protocol.bodies import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumerRunningInfo,
+    ConsumeStatus,
+    ConsumeType,
+    MessageModel,
+    SubscriptionData,
+)
+from rocketflow.protocol.bodies import ProcessQueueInfo as WireProcessQueueInfo
+from rocketflow.protocol.message import Message, MessageConst, MessageExt, MessageQueue
+from rocketflow.protocol.names import InvalidNameError, retry_topic, validate_group, validate_topic
+from rocketflow.protocol.tags import SubscriptionParseError, parse_subscription
+
+logger = logging.getLogger("rocketflow.client.consumer")
+
+#: RocketMQ refuses this group name for user consumers.
+DEFAULT_CONSUMER_GROUP: Final = "DEFAULT_CONSUMER"
+#: ``max_reconsume_times`` value for "retry forever" (RocketMQ's orderly default, Integer.MAX_VALUE).
+MAX_RECONSUME_TIMES_UNLIMITED: Final = JAVA_INT_MAX
+#: What ``max_reconsume_times=-1`` means (for both consumption modes, see the module docstring).
+DEFAULT_MAX_RECONSUME_TIMES: Final = 16
+#: Longest a `reset_offset` waits for running listener calls (seconds).
+RESET_OFFSET_WAIT: Final = 10.0
+#: Running-info property names (RocketMQ's ``ConsumerRunningInfo.PROP_*``).
+PROP_CONSUME_ORDERLY: Final = "PROP_CONSUMEORDERLY"
+PROP_CONSUME_TYPE: Final = "PROP_CONSUME_TYPE"
+PROP_THREADPOOL_CORE_SIZE: Final = "PROP_THREADPOOL_CORE_SIZE"
+PROP_CONSUMER_START_TIMESTAMP: Final = "PROP_CONSUMER_START_TIMESTAMP"
+
+
+class ServiceState(enum.Enum):
+    CREATE_JUST = "CREATE_JUST"
+    RUNNING = "RUNNING"
+    SHUTDOWN_ALREADY = "SHUTDOWN_ALREADY"
+    START_FAILED = "START_FAILED"
+
+
+@dataclass(slots=True)
+class PushConsumerSettings:
+    """Push consumer settings with RocketMQ 4.9.3's defaults (seconds unless the name says millis)."""
+
+    #: Consume threads (plain listeners) and the cap on concurrent ``async def`` listener calls. The pool
+    #: grows to ``consume_thread_max``; ``consume_thread_min`` is validated only (RocketMQ's pool, fed
+    #: by an unbounded queue, never grows past its minimum; both default to 20).
+    consume_thread_min: int = 20
+    consume_thread_max: int = 20
+    #: Concurrent flow control: pause pulling a queue while its cached offsets span more than this.
+    consume_concurrently_max_span: int = 2000
+    #: Pause pulling a queue caching more messages than this...
+    pull_threshold_for_queue: int = 1000
+    #: ... or more MiB than this.
+    pull_threshold_size_for_queue: int = 100
+    #: When set (not -1), the per-queue thresholds become this / number of held queues.
+    pull_threshold_for_topic: int = -1
+    pull_threshold_size_for_topic: int = -1
+    #: Pause between pulls of one queue (RocketMQ's ``pullInterval``, there in ms).
+    pull_interval: float = 0.0
+    consume_message_batch_max_size: int = 1
+    pull_batch_size: int = 32
+    post_subscription_when_pull: bool = False
+    #: -1 = 16; `MAX_RECONSUME_TIMES_UNLIMITED` = never dead-letter (orderly only).
+    max_reconsume_times: int = -1
+    suspend_current_queue_time_millis: int = 1000
+    #: A listener call this long is TIME_OUT; messages consumed this long are sent back (RocketMQ: 15 min).
+    consume_timeout: float = 15 * 60.0
+    #: Orderly lock renewal period and first delay (``rocketmq.client.rebalance.lockInterval``).
+    lock_interval: float = 20.0
+    lock_first_delay: float = 1.0
+    #: Client-side life of a broker lock (``rocketmq.client.rebalance.lockMaxLiveTime``; broker: 60 s).
+    lock_max_live_time: float = 30.0
+    #: A queue not pulled for this long is dropped and re-added (``rocketmq.client.pull.pullMaxIdleTime``).
+    pull_max_idle_time: float = 120.0
+    #: Delay of an orderly queue's unlock when it still holds messages (``rocketmq.client.unlockDelayTimeMills``).
+    unlock_delay_time: float = 20.0
+    #: An orderly consume loop yields after this long (``rocketmq.client.maxTimeConsumeContinuously``).
+    max_time_consume_continuously: float = 60.0
+    #: How long `PushConsumer.shutdown` waits for running listener calls.
+    shutdown_timeout: float = 30.0
+    #: Root of broadcasting consumers' offset files (None: ``~/.rocketmq_offsets``).
+    local_offset_store_dir: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        int_ranges = {
+            "consume_thread_min": (1, 1000),
+            "consume_thread_max": (1, 1000),
+            "consume_concurrently_max_span": (1, 65535),
+            "pull_threshold_for_queue": (1, 65535),
+            "pull_threshold_size_for_queue": (1, 1024),
+            "consume_message_batch_max_size": (1, 1024),
+            "pull_batch_size": (1, 1024),
+            "suspend_current_queue_time_millis": (-1, 1 << 31),
+        }
+        for name, (low, high) in int_ranges.items():
+            _check_int(name, getattr(self, name), low, high)
+        if self.consume_thread_min > self.consume_thread_max:
+            raise MQClientError(f"consume_thread_min ({self.consume_thread_min}) must not exceed "
+                                f"consume_thread_max ({self.consume_thread_max})")
+        for name, high in (("pull_threshold_for_topic", 6_553_500), ("pull_threshold_size_for_topic", 102_400)):
+            value = getattr(self, name)
+            _check_int(name, value, -1, high)
+            if value == 0:
+                raise MQClientError(f"{name} must be -1 (off) or in 1..{high}, got 0")
+        max_reconsume = self.max_reconsume_times
+        if isinstance(max_reconsume, bool) or not isinstance(max_reconsume, int) or not (
+                max_reconsume == -1 or 0 <= max_reconsume <= JAVA_INT_MAX):
+            raise MQClientError(f"max_reconsume_times must be -1 (default) or in 0..{JAVA_INT_MAX}, "
+                                f"got {max_reconsume!r}")
+        _check_seconds("pull_interval", self.pull_interval, 0.0, 65.535, allow_zero=True)
+        for name in ("consume_timeout", "lock_interval", "lock_max_live_time", "pull_max_idle_time",
+                     "max_time_consume_continuously", "shutdown_timeout"):
+            _check_seconds(name, getattr(self, name), 0.0, None, allow_zero=False)
+        for name in ("lock_first_delay", "unlock_delay_time"):
+            _check_seconds(name, getattr(self, name), 0.0, None, allow_zero=True)
+        if not isinstance(self.post_subscription_when_pull, bool):
+            raise MQClientError(f"post_subscription_when_pull must be a bool, got {self.post_subscription_when_pull!r}")
+        if self.local_offset_store_dir is not None and not isinstance(self.local_offset_store_dir, str | Path):
+            raise MQClientError(f"local_offset_store_dir must be a path, got {self.local_offset_store_dir!r}")
+
+
+PUSH_CONSUMER_SETTING_FIELDS: Final = frozenset(field.name for field in dataclasses.fields(PushConsumerSettings))
+
+
+def _check_int(name: str, value: object, low: int, high: int) -> None:
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise MQClientError(f"{name} must be an int in {low}..{high}, got {value!r}")
+
+
+def _check_seconds(name: str, value: object, low: float, high: float | None, *, allow_zero: bool) -> None:
+    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
+        raise MQClientError(f"{name} must be a number of seconds, got {value!r}")
+    if value < low or (not allow_zero and value == 0) or (high is not None and value > high):
+        bounds = f"> {low}" if not allow_zero else f">= {low}"
+        if high is not None:
+            bounds += f" and <= {high}"
+        raise MQClientError(f"{name} must be {bounds} seconds, got {value!r}")
+
+
+def default_consume_timestamp() -> str:
+    """Half an hour ago as ``yyyyMMddHHmmss`` local time (RocketMQ's default ``consumeTimestamp``)."""
+    return time.strftime(CONSUME_TIMESTAMP_FORMAT, time.localtime(time.time() - 30 * 60))
+
+
+class PushConsumer:
+    """A push consumer; see the module docstring."""
+
+    def __init__(self, group: str, namesrv: str | None = None, *,
+                 message_model: MessageModel = MessageModel.CLUSTERING,
+                 consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                 consume_timestamp: str | datetime | None = None,
+                 allocate_strategy: AllocateMessageQueueStrategy | None = None,
+                 client_config: ClientConfig | None = None, **settings: Any) -> None:
+        """``settings`` are `PushConsumerSettings` fields and `ClientConfig` fields (``instance_name``,
+        ``rebalance_interval``, ``persist_consumer_offset_interval``, ...); ``namesrv`` is
+        ``"host:port;host:port"``; ``consume_timestamp`` (for CONSUME_FROM_TIMESTAMP) is
+        ``yyyyMMddHHmmss`` local time or a datetime, default half an hour ago."""
+        try:
+            validate_group(group)
+        except InvalidNameError as exc:
+            raise MQClientError(f"consumer group: {exc}") from None
+        if group == DEFAULT_CONSUMER_GROUP:
+            raise MQClientError(f"the consumer group cannot be {DEFAULT_CONSUMER_GROUP!r}; choose another name")
+        if not isinstance(message_model, MessageModel):
+            raise MQClientError(f"message_model must be a MessageModel, got {message_model!r}")
+        if not isinstance(consume_from, ConsumeFromWhere):
+            raise MQClientError(f"consume_from must be a ConsumeFromWhere, got {consume_from!r}")
+        if allocate_strategy is None:
+            allocate_strategy = AllocateMessageQueueAveragely()
+        if not callable(getattr(allocate_strategy, "allocate", None)):
+            raise MQClientError(f"allocate_strategy must be an AllocateMessageQueueStrategy, got {allocate_strategy!r}")
+        if consume_timestamp is None:
+            consume_timestamp = default_consume_timestamp()
+        elif isinstance(consume_timestamp, datetime):
+            consume_timestamp = consume_timestamp.strftime(CONSUME_TIMESTAMP_FORMAT)
+        self.consume_timestamp_ms = parse_consume_timestamp(consume_timestamp)
+        self.consume_timestamp: str = consume_timestamp
+        unknown = set(settings) - PUSH_CONSUMER_SETTING_FIELDS - CLIENT_CONFIG_FIELDS
+        if unknown:
+            raise MQClientError(f"unknown push consumer settings {sorted(unknown)}; known: "
+                                f"{sorted(PUSH_CONSUMER_SETTING_FIELDS | CLIENT_CONFIG_FIELDS)}")
+        client_settings = {name: value for name, value in settings.items() if name in CLIENT_CONFIG_FIELDS}
+        if namesrv is not None:
+            client_settings["namesrv_addr"] = namesrv
+        try:
+            config = client_config.copy(**client_settings) if client_config is not None \
+                else ClientConfig(**client_settings)
+            self.settings = PushConsumerSettings(
+                **{name: value for name, value in settings.items() if name in PUSH_CONSUMER_SETTING_FIELDS})
+        except TypeError as exc:
+            raise MQClientError(f"invalid push consumer settings: {exc}") from None
+        self.group = group
+        self.client_config = config
+        self.message_model = message_model
+        self.consume_from = consume_from
+        self.allocate_strategy = allocate_strategy
+        self.retry_topic = retry_topic(group)
+        #: The effective per-queue thresholds (recomputed from the topic thresholds when those are set).
+        self.pull_threshold_for_queue = self.settings.pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = self.settings.pull_threshold_size_for_queue
+        self.hooks = ConsumeHooks()
+        self.consumer_stats = ConsumerStats()
+        self.rebalance = RebalancePushImpl(self)
+        self._listener: Callable[..., Any] | None = None
+        self.consume_orderly = False
+        self._state = ServiceState.CREATE_JUST
+        self._state_lock = threading.Lock()
+        self._paused = False
+        self._closing = False
+        self._instance: ClientInstance | None = None
+        self._instance_started = False
+        self._offset_store: OffsetStore | None = None
+        self._pull_service: PullMessageService | None = None
+        self._consume_service: ConsumeMessageService | None = None
+        self._tasks: set[asyncio.Task[Any]] = set()
+        self._timers: set[asyncio.TimerHandle] = set()
+        self.start_timestamp = 0
+
+    def __repr__(self) -> str:
+        return (f"PushConsumer({self.group!r}, {self.message_model.name}, "
+                f"{'orderly' if self.consume_orderly else 'concurrently'}, {self._state.name})")
+
+    # ------------------------------------------------------------------ parts (valid once started)
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The client instance this consumer runs on (raises `MQClientError` before `start`)."""
+        if self._instance is None:
+            raise MQClientError(f"push consumer {self.group!r} is not started")
+        return self._instance
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        if self._offset_store is None:
+            raise MQClientError(f"push consumer {self.group!r} is not started")
+        return self._offset_store
+
+    @property
+    def pull_service(self) -> PullMessageService:
+        if self._pull_service is None:
+            raise MQClientError(f"push consumer {self.group!r} is not started")
+        return self._pull_service
+
+    @property
+    def consume_service(self) -> ConsumeMessageService:
+        if self._consume_service is None:
+            raise MQClientError(f"push consumer {self.group!r} is not started")
+        return self._consume_service
+
+    @property
+    def client_id(self) -> str:
+        return self.instance.client_id
+
+    @property
+    def is_running(self) -> bool:
+        return self._state is ServiceState.RUNNING
+
+    @property
+    def state(self) -> ServiceState:
+        return self._state
+
+    @property
+    def paused(self) -> bool:
+        return self._paused
+
+    @property
+    def effective_max_reconsume_times(self) -> int:
+        """``max_reconsume_times`` with -1 resolved (16)."""
+        value = self.settings.max_reconsume_times
+        return DEFAULT_MAX_RECONSUME_TIMES if value == -1 else value
+
+    @property
+    def _pool_thread_prefix(self) -> str:
+        return f"rocketflow-client-consume[{self.group}]"
+
+    def new_process_queue(self) -> ProcessQueue:
+        """A process queue with this consumer's idle, lock and consume timeouts."""
+        settings = self.settings
+        return ProcessQueue(pull_max_idle_ms=round(settings.pull_max_idle_time * 1000),
+                            lock_max_live_ms=round(settings.lock_max_live_time * 1000),
+                            consume_timeout_ms=round(settings.consume_timeout * 1000))
+
+    def apply_topic_thresholds(self, queue_count: int) -> None:
+        """Derive the per-queue thresholds from the topic ones over ``queue_count`` held queues."""
+        if queue_count <= 0:
+            return
+        settings = self.settings
+        if settings.pull_threshold_for_topic != -1:
+            value = max(1, settings.pull_threshold_for_topic // queue_count)
+            if value != self.pull_threshold_for_queue:
+                logger.info("%s: pull_threshold_for_queue %d -> %d", self.group, self.pull_threshold_for_queue, value)
+            self.pull_threshold_for_queue = value
+        if settings.pull_threshold_size_for_topic != -1:
+            value = max(1, settings.pull_threshold_size_for_topic // queue_count)
+            if value != self.pull_threshold_size_for_queue:
+                logger.info("%s: pull_threshold_size_for_queue %d -> %d MiB", self.group,
+                            self.pull_threshold_size_for_queue, value)
+            self.pull_threshold_size_for_queue = value
+
+    # ------------------------------------------------------------------ subscriptions and listeners
+
+    def subscribe(self, topic: str, expression: str = "*") -> None:
+        """Consume ``topic``'s messages whose tag matches ``expression`` (``"*"`` or ``"TagA || TagB"``)."""
+        try:
+            validate_topic(topic)
+        except InvalidNameError as exc:
+            raise MQClientError(f"subscribe: {exc}") from None
+        try:
+            parsed = parse_subscription(expression)
+        except SubscriptionParseError as exc:
+            raise MQClientError(f"subscribe to {topic!r}: {exc}") from None
+        subscription = SubscriptionData(topic, parsed.sub_string, set(parsed.tags_set), set(parsed.code_set))
+        self.rebalance.put_subscription(subscription)
+        if self.is_running:
+            self._subscriptions_changed()
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop consuming ``topic`` (its queues are released at the next rebalance)."""
+        if topic == self.retry_topic and self.message_model is MessageModel.CLUSTERING:
+            raise MQClientError(f"{topic!r} is the group's retry topic; it stays subscribed while the consumer runs")
+        self.rebalance.remove_subscription(topic)
+        if self.is_running:
+            self._subscriptions_changed()
+
+    def _subscriptions_changed(self) -> None:
+        instance = self.instance
+
+        async def announce() -> None:
+            try:
+                await instance.send_heartbeat_to_all_brokers()
+            except MQError as exc:
+                logger.warning("%s: heartbeat after a subscription change failed: %s", self.group, exc)
+            instance.rebalance_immediately()
+
+        if instance.in_loop_thread():
+            self.spawn(announce())
+        else:
+            instance.submit(announce())
+
+    def subscriptions(self) -> dict[str, str]:
+        """topic -> subscription expression (the retry topic included once started in clustering)."""
+        return {topic: sub.sub_string for topic, sub in self.rebalance.subscription_inner.items()}
+
+    def register_concurrent_listener(self, listener: ConcurrentListener) -> None:
+        """``listener(msgs, context) -> ConsumeConcurrentlyStatus``, plain or ``async def``."""
+        self._register(listener, orderly=False)
+
+    def register_orderly_listener(self, listener: OrderlyListener) -> None:
+        """``listener(msgs, context) -> ConsumeOrderlyStatus``, plain or ``async def``."""
+        self._register(listener, orderly=True)
+
+    def _register(self, listener: Callable[..., Any], *, orderly: bool) -> None:
+        if not callable(listener):
+            raise MQClientError(f"a listener must be callable, got {listener!r}")
+        if self._state is not ServiceState.CREATE_JUST:
+            raise MQClientError(f"push consumer {self.group!r} is {self._state.name}; register the listener "
+                                "before start()")
+        self._listener = listener
+        self.consume_orderly = orderly
+
+    def register_hook(self, hook: object) -> None:
+        """Add a consume hook (``consume_message_before(ctx)`` / ``consume_message_after(ctx)``)."""
+        self.hooks.register(hook)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Join (or create) the client instance, start pulling and consuming; raises `MQClientError`."""
+        with self._state_lock:
+            if self._state is not ServiceState.CREATE_JUST:
+                raise MQClientError(f"push consumer {self.group!r} is {self._state.name}; a consumer starts once")
+            if self._listener is None:
+                raise MQClientError(f"push consumer {self.group!r} has no listener; call "
+                                    "register_concurrent_listener() or register_orderly_listener() first")
+            self._state = ServiceState.START_FAILED
+        try:
+            self._start()
+        except BaseException:
+            self._abort_start()
+            raise
+        logger.info("push consumer %s started on client %s (%s, %s)", self.group, self.client_id,
+                    self.message_model.name, "orderly" if self.consume_orderly else "concurrently")
+
+    def _start(self) -> None:
+        config = self.client_config
+        if not config.namesrv_addresses():
+            raise MQClientError("no name server address: pass namesrv='host:port' "
+                                "(or set the NAMESRV_ADDR environment variable)")
+        if self.message_model is MessageModel.CLUSTERING:
+            self.rebalance.put_subscription(SubscriptionData(self.retry_topic, "*"))
+            config.change_instance_name_to_pid()
+        instance = ClientInstance.get_or_create(config)
+        self._instance = instance
+        self.rebalance.instance = instance
+        if self.message_model is MessageModel.BROADCASTING:
+            store: OffsetStore = LocalFileOffsetStore(self.group, instance.config.instance_name,
+                                                      store_dir=self.settings.local_offset_store_dir,
+                                                      unit_name=instance.config.unit_name)
+        else:
+            store = RemoteBrokerOffsetStore(instance, self.group)
+        store.load()
+        self._offset_store = store
+        self._pull_service = PullMessageService(self)
+        listener = self._listener
+        assert listener is not None
+        service: ConsumeMessageService
+        if self.consume_orderly:
+            service = ConsumeMessageOrderlyService(self, listener)
+        else:
+            service = ConsumeMessageConcurrentlyService(self, listener)
+        self._consume_service = service
+        instance.register_consumer(self.group, self)
+        try:
+            instance.start()
+        except BaseException:
+            instance.unregister_consumer(self.group)
+            raise
+        self._instance_started = True
+        service.start()
+        self.start_timestamp = int(time.time() * 1000)
+        self._state = ServiceState.RUNNING
+        instance.run(self._start_async(), LIFECYCLE_TIMEOUT)
+
+    async def _start_async(self) -> None:
+        instance = self.instance
+        await self.consume_service.start_on_loop()
+        for topic in list(self.rebalance.subscription_inner):
+            await instance.update_topic_route(topic)
+            queues = instance.topic_subscribe_info(topic)
+            if queues:
+                self.rebalance.topic_subscribe_info_table[topic] = set(queues)
+        try:
+            await instance.send_heartbeat_to_all_brokers()
+        except MQError as exc:
+            logger.warning("%s: first heartbeat failed: %s", self.group, exc)
+        instance.rebalance_immediately()
+
+    def _abort_start(self) -> None:
+        self._state = ServiceState.START_FAILED
+        instance = self._instance
+        service = self._consume_service
+        if service is not None:
+            service.stop_dispatch()
+            service.close(wait=False)
+        if instance is None:
+            return
+        if instance.select_consumer(self.group) is self:
+            instance.unregister_consumer(self.group)
+        if self._instance_started:
+            self._instance_started = False
+            with contextlib.suppress(MQError):
+                instance.run(self._stop_on_loop(), LIFECYCLE_TIMEOUT)
+            instance.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop pulling, let running listener calls finish (up to ``shutdown_timeout``), commit the
+        offsets, release orderly queue locks, unregister and release the client instance. Idempotent;
+        must not be called from the client's loop thread or from a listener."""
+        instance = self._instance
+        if instance is not None and instance.in_loop_thread():
+            raise MQClientError("a consumer cannot be shut down from its client's event loop thread")
+        if threading.current_thread().name.startswith(self._pool_thread_prefix):
+            raise MQClientError("a consumer cannot be shut down from its own listener (it waits for listener "
+                                "calls to finish); call shutdown() from another thread")
+        with self._state_lock:
+            if self._state is not ServiceState.RUNNING:
+                if self._state is ServiceState.CREATE_JUST:
+                    self._state = ServiceState.SHUTDOWN_ALREADY
+                return
+            self._state = ServiceState.SHUTDOWN_ALREADY
+        instance = self.instance
+        service = self.consume_service
+        try:
+            service.stop_dispatch()
+            instance.run(self._stop_on_loop(), LIFECYCLE_TIMEOUT)
+            if not service.wait_idle(self.settings.shutdown_timeout):
+                logger.warning("%s: listener calls still running after %.3gs; shutting down anyway", self.group,
+                               self.settings.shutdown_timeout)
+                service.close(wait=False)
+            else:
+                service.close(wait=True)
+            instance.run(self._persist_and_unlock(), LIFECYCLE_TIMEOUT * 2)
+        except MQError as exc:
+            logger.warning("%s: error while shutting down: %s", self.group, exc)
+        finally:
+            instance.unregister_consumer(self.group)
+            if self._instance_started:
+                self._instance_started = False
+                instance.shutdown()
+            self.rebalance.destroy()    # nothing on the loop touches the table any more
+        logger.info("push consumer %s shut down", self.group)
+
+    async def _stop_on_loop(self) -> None:
+        self._closing = True
+        if self._pull_service is not None:
+            await self._pull_service.shutdown()
+        if self._consume_service is not None:
+            await self._consume_service.stop_on_loop()
+        for handle in self._timers:
+            handle.cancel()
+        self._timers.clear()
+        tasks = [task for task in self._tasks if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _persist_and_unlock(self) -> None:
+        # a rebalance still running finishes first; none starts any more (the state is not RUNNING)
+        async with self.rebalance.rebalance_lock:
+            store = self.offset_store
+            mqs = list(self.rebalance.process_queue_table)
+            if self.message_model is MessageModel.BROADCASTING:
+                await store.persist_all(mqs)
+            else:
+                for mq, offset in store.clone_offset_table().items():
+                    if mq not in self.rebalance.process_queue_table:
+                        continue
+                    try:
+                        await store.update_consume_offset_to_broker(mq, offset, False)
+                    except MQError as exc:
+                        logger.warning("%s: committing offset %d of %s failed: %s", self.group, offset, mq, exc)
+            if self.consume_orderly and self.message_model is MessageModel.CLUSTERING:
+                await self.rebalance.unlock_all(False)
+            self.rebalance.destroy()
+
+    def __enter__(self) -> PushConsumer:
+        if self._state is ServiceState.CREATE_JUST:
+            self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.shutdown()
+
+    def suspend(self) -> None:
+        """Pause pulling (pulls re-check every second) and rebalancing."""
+        self._paused = True
+        logger.info("%s: suspended", self.group)
+
+    def resume(self) -> None:
+        """Resume after `suspend` (and rebalance at once)."""
+        self._paused = False
+        logger.info("%s: resumed", self.group)
+        if self.is_running:
+            self.instance.rebalance_immediately()
+
+    # ------------------------------------------------------------------ running work on the loop
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        """Run ``coro`` as a task on the client's loop, cancelled at shutdown (thread-safe)."""
+        if self._closing:
+            coro.close()
+            return
+        instance = self.instance
+        if not instance.in_loop_thread():
+            instance.loop.call_soon_threadsafe(self.spawn, coro)
+            return
+        task = asyncio.get_running_loop().create_task(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def call_later(self, delay: float, callback: Callable[[], None]) -> None:
+        """Run ``callback`` on the client's loop after ``delay`` seconds, unless shut down (thread-safe)."""
+        if self._closing:
+            return
+        instance = self.instance
+        if not instance.in_loop_thread():
+            instance.loop.call_soon_threadsafe(self.call_later, delay, callback)
+            return
+
+        def fire() -> None:
+            self._timers.discard(handle)
+            if not self._closing:
+                callback()
+
+        handle = asyncio.get_running_loop().call_later(delay, fire)
+        self._timers.add(handle)
+
+    # ------------------------------------------------------------------ sending back
+
+    async def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None) -> None:
+        """Return a message whose consumption failed (PROTOCOL.md 4.5): CONSUMER_SEND_MSG_BACK to its
+        broker; if that fails, a copy to ``%RETRY%<group>`` through the inner producer. Raises if both fail."""
+        instance = self.instance
+        max_times = self.effective_max_reconsume_times
+        try:
+            if broker_name is not None:
+                addr = instance.find_broker_address_in_publish(broker_name)
+            else:
+                host, port = msg.store_host
+                addr = f"{host}:{port}"
+            if addr is None:
+                raise MQClientError(f"no master address for broker {broker_name!r}")
+            await instance.api.consumer_send_message_back(addr, msg, self.group, delay_level, max_times)
+            return
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.warning("%s: CONSUMER_SEND_MSG_BACK of %s failed (%s); re-sending it to %s", self.group, msg,
+                           exc, self.retry_topic)
+        properties = dict(msg.properties)
+        properties[MessageConst.ORIGIN_MESSAGE_ID] = properties.get(MessageConst.ORIGIN_MESSAGE_ID) or msg.client_msg_id
+        properties[MessageConst.RETRY_TOPIC] = msg.topic
+        properties[MessageConst.RECONSUME_TIME] = str(msg.reconsume_times + 1)
+        properties[MessageConst.MAX_RECONSUME_TIMES] = str(max_times)
+        properties.pop(MessageConst.TRANSACTION_PREPARED, None)
+        copy = Message(self.retry_topic, msg.body, flag=msg.flag, properties=properties)
+        copy.delay_level = 3 + msg.reconsume_times
+        await instance.inner_producer.send_coro(copy)
+
+    # ------------------------------------------------------------------ the client instance's hooks
+
+    def consumer_data(self) -> ConsumerData:
+        """This group as announced in heartbeats."""
+        return ConsumerData(self.group, ConsumeType.CONSUME_PASSIVELY, self.message_model, self.consume_from,
+                            list(self.rebalance.subscription_inner.values()), self.client_config.unit_mode)
+
+    async def do_rebalance(self) -> None:
+        """Rebalance every subscribed topic (the client instance calls this; skipped while suspended)."""
+        if self._state is not ServiceState.RUNNING or self._paused:
+            return
+        await self.rebalance.do_rebalance(self.consume_orderly)
+
+    async def persist_consumer_offset(self) -> None:
+        """Commit the held queues' offsets (the client instance calls this every few seconds)."""
+        if self._state is not ServiceState.RUNNING:
+            return
+        await self.offset_store.persist_all(list(self.rebalance.process_queue_table))
+
+    def update_topic_subscribe_info(self, topic: str, queues: list[MessageQueue]) -> None:
+        """A route change of a subscribed topic."""
+        if topic in self.rebalance.subscription_inner:
+            self.rebalance.topic_subscribe_info_table[topic] = set(queues)
+
+    async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
+        """RESET_CONSUMER_CLIENT_OFFSET: restart ``topic``'s queues from ``offsets``."""
+        if self._state is not ServiceState.RUNNING:
+            return
+        was_paused = self._paused
+        self._paused = True
+        table = self.rebalance.process_queue_table
+        try:
+            for mq, pq in list(table.items()):
+                if mq.topic == topic and mq in offsets:
+                    pq.dropped = True
+                    pq.clear()
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + RESET_OFFSET_WAIT
+            while self.consume_service.active_count and loop.time() < deadline:
+                await asyncio.sleep(0.05)
+            for mq, pq in list(table.items()):
+                offset = offsets.get(mq)
+                if mq.topic != topic or offset is None:
+                    continue
+                self.offset_store.update_offset(mq, offset, False)
+                await self.rebalance.remove_unnecessary_message_queue(mq, pq)
+                if table.get(mq) is pq:
+                    del table[mq]
+            logger.info("%s: offsets of %s reset: %s", self.group, topic,
+                        {str(mq): offset for mq, offset in sorted(offsets.items())})
+        finally:
+            self._paused = was_paused
+            if not was_paused:
+                self.instance.rebalance_immediately()
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO body: settings, subscriptions, per-queue state, per-topic stats."""
+        settings = self.settings
+        properties = {
+            "consumerGroup": self.group,
+            "messageModel": self.message_model.name,
+            "consumeFromWhere": self.consume_from.name,
+            "consumeTimestamp": self.consume_timestamp,
+            "allocateMessageQueueStrategy": type(self.allocate_strategy).__name__,
+            "instanceName": self.client_config.instance_name,
+            "unitMode": str(self.client_config.unit_mode).lower(),
+            PROP_CONSUME_ORDERLY: str(self.consume_orderly).lower(),
+            PROP_CONSUME_TYPE: ConsumeType.CONSUME_PASSIVELY.name,
+            PROP_THREADPOOL_CORE_SIZE: str(settings.consume_thread_max),
+            PROP_CONSUMER_START_TIMESTAMP: str(self.start_timestamp),
+        }
+        for field in dataclasses.fields(settings):
+            value = getattr(settings, field.name)
+            if value is not None:
+                properties[_camel_case(field.name)] = str(value).lower() if isinstance(value, bool) else str(value)
+        info = ConsumerRunningInfo(properties=properties,
+                                   subscription_set=list(self.rebalance.subscription_inner.values()))
+        offsets = self._offset_store.clone_offset_table() if self._offset_store is not None else {}
+        for mq, pq in list(self.rebalance.process_queue_table.items()):
+            snapshot = pq.info(offsets.get(mq, -1))
+            info.mq_table[mq] = WireProcessQueueInfo(
+                commit_offset=snapshot.commit_offset,
+                cached_msg_min_offset=snapshot.cached_msg_min_offset,
+                cached_msg_max_offset=snapshot.cached_msg_max_offset,
+                cached_msg_count=snapshot.cached_msg_count,
+                cached_msg_size_in_mib=snapshot.cached_msg_size_in_mib,
+                transaction_msg_min_offset=snapshot.consuming_msg_min_offset,
+                transaction_msg_max_offset=snapshot.consuming_msg_max_offset,
+                transaction_msg_count=snapshot.consuming_msg_count,
+                locked=snapshot.locked,
+                try_unlock_times=snapshot.try_unlock_times,
+                last_lock_timestamp=snapshot.last_lock_timestamp,
+                droped=snapshot.dropped,
+                last_pull_timestamp=snapshot.last_pull_timestamp,
+                last_consume_timestamp=snapshot.last_consume_timestamp,
+            )
+        info.status_table = self.stats()
+        return info
+
+    async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
+        """CONSUME_MESSAGE_DIRECTLY: run the listener on ``msg`` (no retry, no offset change)."""
+        return await self.consume_service.consume_message_directly(msg, broker_name)
+
+    # ------------------------------------------------------------------ statistics
+
+    def stats(self) -> dict[str, ConsumeStatus]:
+        """Per subscribed topic: pull RT/TPS, consume RT, consume OK/failed TPS over the last minute
+        and the failed messages of the last hour."""
+        topics = set(self.rebalance.subscription_inner) | set(self.consumer_stats.topics(self.group))
+        return {topic: self.consumer_stats.consume_status(self.group, topic) for topic in sorted(topics)}
+
+    def committed_offsets(self, topic: str | None = None) -> dict[MessageQueue, int]:
+        """The in-memory committed offsets (of ``topic`` only, when given)."""
+        if self._offset_store is None:
+            return {}
+        return self._offset_store.clone_offset_table(topic)
+
+    def assigned_queues(self) -> list[MessageQueue]:
+        """The queues this consumer holds now, sorted."""
+        return sorted(self.rebalance.process_queue_table)
+
+
+def _camel_case(name: str) -> str:
+    head, *rest = name.split("_")
+    return head + "".join(part.capitalize() for part in rest)
+
+
+__all__ = [
+    "DEFAULT_CONSUMER_GROUP",
+    "DEFAULT_MAX_RECONSUME_TIMES",
+    "MAX_RECONSUME_TIMES_UNLIMITED",
+    "PUSH_CONSUMER_SETTING_FIELDS",
+    "PushConsumer",
+    "PushConsumerSettings",
+    "ServiceState",
+    "default_consume_timestamp",
+]

@@ -1,0 +1,569 @@
+"""Rebalance: which queues of its subscribed topics a consumer takes (CONSUMER.md 3, PROTOCOL.md 6.2-6.3).
+
+`RebalanceImpl` holds what every consumer variant shares: the subscription table, the topics'
+queues, the process-queue table, the per-topic reconciliation and the broker-side queue locks
+(`lock`, `lock_all`, `unlock`, `unlock_all`). A variant says what a removal means, where a new
+queue starts and what to do with new queues (`RebalancePushImpl` here: pull requests for the push
+consumer; a pull consumer would keep its own variant).
+
+Everything here runs on the client instance's event loop. Waiting for a process queue's consume
+lock (orderly removal) polls without blocking the loop (`ConsumeLock.acquire_async`).
+
+Deviations from RocketMQ 4.9.3, each on purpose:
+
+* a queue locked at the broker by the rebalance starts its process queue ``locked`` (4.9.8+),
+  instead of waiting up to 20 s for the next `lock_all`;
+* broadcasting consumers never lock queues at the broker, even when orderly (4.9.3 makes them
+  compete for the lock, so only one member would consume each queue);
+* new pull requests are dispatched after `message_queue_changed` announced the new subscription
+  version, and pulls keep sending the version the brokers already have until that heartbeat is
+  done (so a rebalance does not cause SUBSCRIPTION_NOT_LATEST retries);
+* a delayed unlock of a queue that meanwhile came back to this consumer is cancelled (4.9.3 would
+  release the broker lock of a queue it consumes again);
+* a subscribed topic with no known queues triggers a route lookup first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from datetime import datetime
+from typing import TYPE_CHECKING, Final
+
+from rocketflow.client.allocate import AllocateMessageQueueStrategy
+from rocketflow.client.errors import MQClientError, MQError
+from rocketflow.client.instance import ClientInstance
+from rocketflow.client.offset_store import ReadOffsetType
+from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.pull_service import PullRequest
+from rocketflow.client.route import MASTER_ID
+from rocketflow.protocol.bodies import (
+    ConsumeFromWhere,
+    ConsumeType,
+    LockBatchRequestBody,
+    MessageModel,
+    SubscriptionData,
+    UnlockBatchRequestBody,
+    now_millis,
+)
+from rocketflow.protocol.message import MessageQueue
+from rocketflow.protocol.names import is_retry_topic
+
+if TYPE_CHECKING:
+    from rocketflow.client.push_consumer import PushConsumer
+
+logger = logging.getLogger("rocketflow.client.rebalance")
+
+#: Format of ``consume_timestamp`` (RocketMQ's ``UtilAll.YYYYMMDDHHMMSS``), local time.
+CONSUME_TIMESTAMP_FORMAT: Final = "%Y%m%d%H%M%S"
+#: Timeout of LOCK_BATCH_MQ / UNLOCK_BATCH_MQ (seconds).
+LOCK_TIMEOUT: Final = 1.0
+#: How long a removal waits for the consume lock of an orderly queue (seconds).
+CONSUME_LOCK_TRY_TIMEOUT: Final = 1.0
+
+
+def parse_consume_timestamp(text: str) -> int:
+    """``yyyyMMddHHmmss`` (local time) -> epoch milliseconds; raises `MQClientError` if malformed."""
+    if not isinstance(text, str) or len(text) != 14 or not text.isdigit():
+        raise MQClientError(f"consume_timestamp must be 'yyyyMMddHHmmss' (14 digits), got {text!r}")
+    try:
+        moment = datetime.strptime(text, CONSUME_TIMESTAMP_FORMAT)
+    except ValueError as exc:
+        raise MQClientError(f"consume_timestamp {text!r} is not a valid time: {exc}") from None
+    return int(moment.timestamp() * 1000)
+
+
+class RebalanceImpl(ABC):
+    """The rebalance state and algorithm shared by consumer variants (RocketMQ's ``RebalanceImpl``)."""
+
+    def __init__(self, consumer_group: str, message_model: MessageModel,
+                 allocate_strategy: AllocateMessageQueueStrategy, instance: ClientInstance | None = None, *,
+                 process_queue_factory: Callable[[], ProcessQueue] = ProcessQueue) -> None:
+        self.consumer_group = consumer_group
+        self.message_model = message_model
+        self.allocate_strategy = allocate_strategy
+        self._instance = instance
+        self.process_queue_factory = process_queue_factory
+        #: The queues this consumer currently holds, with their consumption snapshots.
+        self.process_queue_table: dict[MessageQueue, ProcessQueue] = {}
+        #: topic -> its readable queues (from the routes).
+        self.topic_subscribe_info_table: dict[str, set[MessageQueue]] = {}
+        #: topic -> subscription (the retry topic included in clustering).
+        self.subscription_inner: dict[str, SubscriptionData] = {}
+        self._rebalance_lock: asyncio.Lock | None = None
+
+    # ------------------------------------------------------------------ wiring
+
+    @property
+    def instance(self) -> ClientInstance:
+        if self._instance is None:
+            raise MQClientError(f"consumer group {self.consumer_group}: not started (no client instance)")
+        return self._instance
+
+    @instance.setter
+    def instance(self, instance: ClientInstance) -> None:
+        self._instance = instance
+
+    # ------------------------------------------------------------------ what a variant defines
+
+    @abstractmethod
+    def consume_type(self) -> ConsumeType:
+        """CONSUME_PASSIVELY (push) or CONSUME_ACTIVELY (pull)."""
+
+    @abstractmethod
+    async def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+        """The share of ``topic`` changed to ``mq_divided`` (of ``mq_all``)."""
+
+    @abstractmethod
+    async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """Give up ``mq`` (``pq`` is already dropped); False keeps it for another try."""
+
+    @abstractmethod
+    def remove_dirty_offset(self, mq: MessageQueue) -> None:
+        """Forget a stale in-memory offset of a queue about to be (re)added."""
+
+    @abstractmethod
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """Where a new queue starts; -1 when it cannot tell (the queue is skipped this round).
+        Raises when the broker cannot be asked."""
+
+    @abstractmethod
+    def dispatch_pull_request(self, pull_requests: list[PullRequest]) -> None:
+        """Start pulling the new queues."""
+
+    def lock_required(self, is_order: bool) -> bool:
+        """Whether new queues must be locked at the broker first (orderly clustering)."""
+        return is_order and self.message_model is MessageModel.CLUSTERING
+
+    # ------------------------------------------------------------------ the rebalance
+
+    @property
+    def rebalance_lock(self) -> asyncio.Lock:
+        """Held while a rebalance runs (on the loop): take it to change the tables without racing one."""
+        if self._rebalance_lock is None:
+            self._rebalance_lock = asyncio.Lock()
+        return self._rebalance_lock
+
+    async def do_rebalance(self, is_order: bool) -> None:
+        """Rebalance every subscribed topic, then drop queues of topics no longer subscribed."""
+        async with self.rebalance_lock:
+            for topic in list(self.subscription_inner):
+                try:
+                    await self.rebalance_by_topic(topic, is_order)
+                except asyncio.CancelledError:
+                    raise
+                except Exception:
+                    if not is_retry_topic(topic):
+                        logger.warning("%s: rebalance of %s failed", self.consumer_group, topic, exc_info=True)
+            self.truncate_message_queue_not_my_topic()
+
+    async def _subscribe_info(self, topic: str) -> set[MessageQueue] | None:
+        queues = self.topic_subscribe_info_table.get(topic)
+        if queues is not None:
+            return queues
+        instance = self.instance
+        known = instance.topic_subscribe_info(topic)
+        if not known:
+            await instance.update_topic_route(topic)
+            known = instance.topic_subscribe_info(topic)
+        if not known:
+            return None
+        queues = set(known)
+        self.topic_subscribe_info_table[topic] = queues
+        return queues
+
+    async def rebalance_by_topic(self, topic: str, is_order: bool) -> None:
+        """Take this consumer's share of ``topic`` (all of it when broadcasting) and reconcile."""
+        mq_set = await self._subscribe_info(topic)
+        if self.message_model is MessageModel.BROADCASTING:
+            if mq_set is None:
+                logger.warning("%s: rebalance, but the topic %s does not exist", self.consumer_group, topic)
+                return
+            requests: list[PullRequest] = []
+            if await self.update_process_queue_table_in_rebalance(topic, mq_set, is_order, requests):
+                logger.info("%s: queues of %s changed: %s", self.consumer_group, topic, sorted(mq_set))
+                await self.message_queue_changed(topic, mq_set, mq_set)
+            self.dispatch_pull_request(requests)
+            return
+        instance = self.instance
+        cid_all = await instance.find_consumer_id_list(topic, self.consumer_group)
+        if mq_set is None and not is_retry_topic(topic):
+            logger.warning("%s: rebalance, but the topic %s does not exist", self.consumer_group, topic)
+        if not cid_all:
+            logger.warning("%s: rebalance of %s: consumer id list unavailable", self.consumer_group, topic)
+        if mq_set is None or not cid_all:
+            return
+        mq_all = sorted(mq_set)
+        cid_sorted = sorted(cid_all)
+        strategy = self.allocate_strategy
+        try:
+            allocated = strategy.allocate(self.consumer_group, instance.client_id, mq_all, cid_sorted)
+        except Exception:
+            logger.error("%s: allocation strategy %s failed for %s", self.consumer_group,
+                         _strategy_name(strategy), topic, exc_info=True)
+            return
+        allocated_set = set(allocated or ())
+        requests = []
+        if await self.update_process_queue_table_in_rebalance(topic, allocated_set, is_order, requests):
+            logger.info("%s: rebalance of %s by %s changed: client %s, %d queues, %d consumers, mine: %s",
+                        self.consumer_group, topic, _strategy_name(strategy), instance.client_id, len(mq_all),
+                        len(cid_sorted), sorted(allocated_set))
+            await self.message_queue_changed(topic, mq_set, allocated_set)
+        self.dispatch_pull_request(requests)
+
+    async def update_process_queue_table_in_rebalance(self, topic: str, mq_set: set[MessageQueue], is_order: bool,
+                                                      pull_requests: list[PullRequest] | None = None) -> bool:
+        """Reconcile the process queues of ``topic`` with ``mq_set``; True if anything changed.
+
+        Queues no longer ours, and (push) queues not pulled for too long, are dropped and removed;
+        new ones (locked at the broker first when orderly clustering) get a process queue and a
+        pull request, appended to ``pull_requests`` when given, else dispatched at once.
+        """
+        changed = False
+        table = self.process_queue_table
+        for mq, pq in list(table.items()):
+            if mq.topic != topic:
+                continue
+            if mq not in mq_set:
+                pq.dropped = True
+                if await self.remove_unnecessary_message_queue(mq, pq):
+                    if table.get(mq) is pq:
+                        del table[mq]
+                    changed = True
+                    logger.info("%s: rebalance removed %s", self.consumer_group, mq)
+            elif pq.is_pull_expired() and self.consume_type() is ConsumeType.CONSUME_PASSIVELY:
+                pq.dropped = True
+                if await self.remove_unnecessary_message_queue(mq, pq):
+                    if table.get(mq) is pq:
+                        del table[mq]
+                    changed = True
+                    logger.error("%s: %s was not pulled for too long; removed so that it restarts",
+                                 self.consumer_group, mq)
+        new_requests: list[PullRequest] = []
+        lock_first = self.lock_required(is_order)
+        for mq in sorted(mq_set):
+            if mq in table:
+                continue
+            if lock_first and not await self.lock(mq):
+                logger.warning("%s: cannot take %s yet: it is locked by another consumer", self.consumer_group, mq)
+                continue
+            self.remove_dirty_offset(mq)
+            pq = self.process_queue_factory()
+            try:
+                next_offset = await self.compute_pull_from_where(mq)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.info("%s: cannot compute where %s starts: %s", self.consumer_group, mq, exc)
+                continue
+            if next_offset < 0:
+                logger.warning("%s: cannot add %s: no start offset", self.consumer_group, mq)
+                continue
+            if mq in table:
+                continue
+            if is_order:
+                pq.locked = True
+                pq.last_lock_timestamp = pq.now_ms()
+            self.on_queue_added(mq)
+            table[mq] = pq
+            new_requests.append(PullRequest(self.consumer_group, mq, pq, next_offset))
+            changed = True
+            logger.info("%s: rebalance added %s from offset %d", self.consumer_group, mq, next_offset)
+        if pull_requests is None:
+            self.dispatch_pull_request(new_requests)
+        else:
+            pull_requests.extend(new_requests)
+        return changed
+
+    def on_queue_added(self, mq: MessageQueue) -> None:  # noqa: B027 - an optional hook, not abstract
+        """Called when ``mq`` gets a new process queue (before its first pull)."""
+
+    def truncate_message_queue_not_my_topic(self) -> None:
+        """Drop the process queues of topics that are no longer subscribed."""
+        for mq in [mq for mq in self.process_queue_table if mq.topic not in self.subscription_inner]:
+            pq = self.process_queue_table.pop(mq, None)
+            if pq is not None:
+                pq.dropped = True
+                logger.info("%s: %s is no longer subscribed, dropped", self.consumer_group, mq)
+
+    async def remove_process_queue(self, mq: MessageQueue) -> None:
+        """Drop and remove ``mq`` now (the OFFSET_ILLEGAL fix-up); the next rebalance re-adds it."""
+        pq = self.process_queue_table.pop(mq, None)
+        if pq is not None:
+            pq.dropped = True
+            await self.remove_unnecessary_message_queue(mq, pq)
+            logger.info("%s: removed %s to restart it from the corrected offset", self.consumer_group, mq)
+
+    def destroy(self) -> None:
+        """Drop every process queue and forget them (shutdown; call on the loop, or once it stopped)."""
+        for pq in list(self.process_queue_table.values()):
+            pq.dropped = True
+        self.process_queue_table.clear()
+
+    # ------------------------------------------------------------------ broker locks
+
+    def build_process_queue_table_by_broker_name(self) -> dict[str, set[MessageQueue]]:
+        """The held queues grouped by broker name."""
+        result: dict[str, set[MessageQueue]] = {}
+        for mq in list(self.process_queue_table):
+            result.setdefault(mq.broker_name, set()).add(mq)
+        return result
+
+    def _master_addr(self, broker_name: str) -> str | None:
+        found = self.instance.find_broker_address_in_subscribe(broker_name, MASTER_ID, True)
+        return found.broker_addr if found is not None else None
+
+    async def lock(self, mq: MessageQueue) -> bool:
+        """Lock one queue at its master; True if this client holds it now."""
+        addr = self._master_addr(mq.broker_name)
+        if addr is None:
+            return False
+        instance = self.instance
+        body = LockBatchRequestBody(self.consumer_group, instance.client_id, {mq})
+        try:
+            locked = await instance.api.lock_batch_mq(addr, body, LOCK_TIMEOUT)
+        except MQError as exc:
+            logger.warning("%s: locking %s failed: %s", self.consumer_group, mq, exc)
+            return False
+        for locked_mq in locked:
+            pq = self.process_queue_table.get(locked_mq)
+            if pq is not None:
+                pq.locked = True
+                pq.last_lock_timestamp = pq.now_ms()
+        return mq in locked
+
+    async def lock_all(self) -> None:
+        """Lock (or renew) every held queue, one LOCK_BATCH_MQ per broker; flag each process queue."""
+        instance = self.instance
+        for broker_name, mqs in self.build_process_queue_table_by_broker_name().items():
+            addr = self._master_addr(broker_name)
+            if addr is None or not mqs:
+                continue
+            body = LockBatchRequestBody(self.consumer_group, instance.client_id, set(mqs))
+            try:
+                locked = await instance.api.lock_batch_mq(addr, body, LOCK_TIMEOUT)
+            except MQError as exc:
+                logger.warning("%s: locking %d queues of %s failed: %s", self.consumer_group, len(mqs),
+                               broker_name, exc)
+                continue
+            for mq in mqs:
+                pq = self.process_queue_table.get(mq)
+                if pq is None:
+                    continue
+                if mq in locked:
+                    if not pq.locked:
+                        logger.info("%s: %s locked", self.consumer_group, mq)
+                    pq.locked = True
+                    pq.last_lock_timestamp = pq.now_ms()
+                else:
+                    if pq.locked:
+                        logger.warning("%s: lost the lock of %s", self.consumer_group, mq)
+                    pq.locked = False
+
+    async def unlock(self, mq: MessageQueue, oneway: bool) -> None:
+        """Release one queue's broker lock (failures are logged)."""
+        await self._unlock_batch(mq.broker_name, {mq}, oneway)
+
+    async def unlock_all(self, oneway: bool) -> None:
+        """Release the broker locks of every held queue, one UNLOCK_BATCH_MQ per broker."""
+        for broker_name, mqs in self.build_process_queue_table_by_broker_name().items():
+            if mqs and await self._unlock_batch(broker_name, mqs, oneway):
+                for mq in mqs:
+                    pq = self.process_queue_table.get(mq)
+                    if pq is not None:
+                        pq.locked = False
+
+    async def _unlock_batch(self, broker_name: str, mqs: Iterable[MessageQueue], oneway: bool) -> bool:
+        addr = self._master_addr(broker_name)
+        if addr is None:
+            return False
+        instance = self.instance
+        body = UnlockBatchRequestBody(self.consumer_group, instance.client_id, set(mqs))
+        try:
+            await instance.api.unlock_batch_mq(addr, body, LOCK_TIMEOUT, oneway=oneway)
+        except MQError as exc:
+            logger.warning("%s: unlocking %s failed: %s", self.consumer_group, sorted(body.mq_set), exc)
+            return False
+        logger.info("%s: unlocked %s", self.consumer_group, sorted(body.mq_set))
+        return True
+
+    # ------------------------------------------------------------------ admin lookups
+
+    async def _publish_addr(self, mq: MessageQueue) -> str:
+        instance = self.instance
+        addr = instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            await instance.update_topic_route(mq.topic)
+            addr = instance.find_broker_address_in_publish(mq.broker_name)
+        if addr is None:
+            raise MQClientError(f"the broker {mq.broker_name!r} of {mq} does not exist")
+        return addr
+
+    async def max_offset(self, mq: MessageQueue) -> int:
+        """The queue's next offset to be written (GET_MAX_OFFSET at its master)."""
+        return await self.instance.api.get_max_offset(await self._publish_addr(mq), mq.topic, mq.queue_id)
+
+    async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
+        """The first offset stored at or after ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
+        return await self.instance.api.search_offset(await self._publish_addr(mq), mq.topic, mq.queue_id,
+                                                     timestamp_ms)
+
+
+class RebalancePushImpl(RebalanceImpl):
+    """The push consumer's rebalance: offsets from the offset store, pull requests for new queues."""
+
+    def __init__(self, consumer: PushConsumer) -> None:
+        super().__init__(consumer.group, consumer.message_model, consumer.allocate_strategy,
+                         process_queue_factory=consumer.new_process_queue)
+        self.consumer = consumer
+        self._announced_sub_versions: dict[str, int] = {}
+        self._delayed_unlocks: dict[MessageQueue, asyncio.TimerHandle] = {}
+
+    def consume_type(self) -> ConsumeType:
+        return ConsumeType.CONSUME_PASSIVELY
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def put_subscription(self, subscription: SubscriptionData) -> None:
+        """Add or replace a topic's subscription (the brokers learn it from the next heartbeat)."""
+        self.subscription_inner[subscription.topic] = subscription
+        self._announced_sub_versions[subscription.topic] = subscription.sub_version
+
+    def remove_subscription(self, topic: str) -> None:
+        self.subscription_inner.pop(topic, None)
+        self._announced_sub_versions.pop(topic, None)
+        self.topic_subscribe_info_table.pop(topic, None)
+
+    def pull_sub_version(self, topic: str, subscription: SubscriptionData) -> int:
+        """The subscription version pulls send: the last one announced to the brokers."""
+        return self._announced_sub_versions.get(topic, subscription.sub_version)
+
+    async def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+        """Bump the subscription version, re-derive per-queue thresholds from topic thresholds, heartbeat."""
+        subscription = self.subscription_inner.get(topic)
+        new_version = now_millis()
+        if subscription is not None:
+            if new_version <= subscription.sub_version:
+                new_version = subscription.sub_version + 1
+            logger.info("%s: %s rebalanced, subscription version %d -> %d", self.consumer_group, topic,
+                        subscription.sub_version, new_version)
+            subscription.sub_version = new_version
+        self.consumer.apply_topic_thresholds(len(self.process_queue_table))
+        try:
+            await self.instance.send_heartbeat_to_all_brokers()
+        except MQError as exc:
+            logger.warning("%s: heartbeat after the rebalance of %s failed: %s", self.consumer_group, topic, exc)
+        if subscription is not None and self.subscription_inner.get(topic) is subscription:
+            self._announced_sub_versions[topic] = new_version
+
+    # ------------------------------------------------------------------ removal
+
+    async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        store = self.consumer.offset_store
+        await store.persist(mq)
+        store.remove_offset(mq)
+        if not (self.consumer.consume_orderly and self.message_model is MessageModel.CLUSTERING):
+            return True
+        try:
+            if await pq.consume_lock.acquire_async(CONSUME_LOCK_TRY_TIMEOUT):
+                try:
+                    return await self._unlock_delay(mq, pq)
+                finally:
+                    pq.consume_lock.release()
+            tries = pq.inc_try_unlock_times()
+            logger.warning("%s: %s is being consumed, cannot release it now (try %d)", self.consumer_group, mq,
+                           tries)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("%s: releasing %s failed", self.consumer_group, mq)
+        return False
+
+    async def _unlock_delay(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        if pq.has_temp_message:
+            delay = self.consumer.settings.unlock_delay_time
+            logger.info("%s: %s still holds messages; unlocking it in %.3gs", self.consumer_group, mq, delay)
+            self._cancel_delayed_unlock(mq)
+            loop = asyncio.get_running_loop()
+            self._delayed_unlocks[mq] = loop.call_later(delay, self._fire_delayed_unlock, mq)
+        else:
+            await self.unlock(mq, True)
+        return True
+
+    def _fire_delayed_unlock(self, mq: MessageQueue) -> None:
+        self._delayed_unlocks.pop(mq, None)
+        if mq in self.process_queue_table:
+            logger.info("%s: %s is ours again; keeping its lock", self.consumer_group, mq)
+            return
+        self.consumer.spawn(self.unlock(mq, True))
+
+    def _cancel_delayed_unlock(self, mq: MessageQueue) -> None:
+        handle = self._delayed_unlocks.pop(mq, None)
+        if handle is not None:
+            handle.cancel()
+
+    def on_queue_added(self, mq: MessageQueue) -> None:
+        self._cancel_delayed_unlock(mq)
+
+    def take_delayed_unlocks(self) -> dict[str, set[MessageQueue]]:
+        """Cancel the pending delayed unlocks; return their queues by broker name (shutdown unlocks them now)."""
+        result: dict[str, set[MessageQueue]] = {}
+        for mq, handle in list(self._delayed_unlocks.items()):
+            handle.cancel()
+            result.setdefault(mq.broker_name, set()).add(mq)
+        self._delayed_unlocks.clear()
+        return result
+
+    async def unlock_all(self, oneway: bool) -> None:
+        await super().unlock_all(oneway)
+        for broker_name, mqs in self.take_delayed_unlocks().items():
+            await self._unlock_batch(broker_name, mqs, oneway)
+
+    # ------------------------------------------------------------------ new queues
+
+    def remove_dirty_offset(self, mq: MessageQueue) -> None:
+        self.consumer.offset_store.remove_offset(mq)
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """PROTOCOL.md 6.2: the stored offset; without one, per ``consume_from`` (retry topics:
+        0 from the last offset, the max offset by timestamp); -1 when the store could not be asked."""
+        consumer = self.consumer
+        last_offset = await consumer.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
+        if last_offset >= 0:
+            return last_offset
+        if last_offset != -1:
+            return -1
+        where = consumer.consume_from
+        if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
+            return 0
+        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
+            if is_retry_topic(mq.topic):
+                return await self.max_offset(mq)
+            return await self.search_offset(mq, consumer.consume_timestamp_ms)
+        # LAST_OFFSET and the deprecated values treated like it
+        if is_retry_topic(mq.topic):
+            return 0
+        return await self.max_offset(mq)
+
+    def dispatch_pull_request(self, pull_requests: list[PullRequest]) -> None:
+        for request in pull_requests:
+            self.consumer.pull_service.execute_pull_request_immediately(request)
+
+
+def _strategy_name(strategy: object) -> str:
+    try:
+        return str(strategy.name)  # type: ignore[attr-defined]
+    except Exception:
+        return type(strategy).__name__
+
+
+__all__ = [
+    "CONSUME_LOCK_TRY_TIMEOUT",
+    "CONSUME_TIMESTAMP_FORMAT",
+    "LOCK_TIMEOUT",
+    "RebalanceImpl",
+    "RebalancePushImpl",
+    "parse_consume_timestamp",
+]
