@@ -22,6 +22,7 @@ from rocketflow.client.config import ClientConfig
 from rocketflow.client.errors import MQBrokerError, MQError
 from rocketflow.client.instance import ClientInstance
 from rocketflow.client.producer import Producer
+from rocketflow.protocol.codec import decode_record
 from rocketflow.protocol.message import MessageQueue
 from rocketflow.protocol.sysflag import PullSysFlag
 from rocketflow.remoting.codes import ResponseCode
@@ -101,12 +102,29 @@ class Connection:
                 return await api.get_max_offset(addr, mq.topic, mq.queue_id, RPC_TIMEOUT)
             if what == "min":
                 return await api.get_min_offset(addr, mq.topic, mq.queue_id, RPC_TIMEOUT)
-            return await api.search_offset(addr, mq.topic, mq.queue_id, timestamp, RPC_TIMEOUT)
+            found = await api.search_offset(addr, mq.topic, mq.queue_id, timestamp, RPC_TIMEOUT)
+            return await self._first_at_or_after(addr, mq, found, timestamp)
 
         async def every() -> list[int]:
             return list(await asyncio.gather(*(one(mq) for mq in queue_list)))
 
         return dict(zip(queue_list, self.instance.run(every(), RPC_TIMEOUT * 2), strict=True))
+
+    async def _first_at_or_after(self, addr: str, mq: MessageQueue, offset: int, timestamp: int) -> int:
+        """RocketMQ's timestamp search answers the offset whose store time is *nearest*; a source
+        starting at a timestamp wants the first message stored at or after it (Kafka's meaning)."""
+        if offset < 0:
+            return offset
+        header = PullMessageRequestHeader(
+            consumer_group="rocketflow_spark_reader", topic=mq.topic, queue_id=mq.queue_id, queue_offset=offset,
+            max_msg_nums=1, sys_flag=int(PullSysFlag.SUBSCRIPTION), commit_offset=0, suspend_timeout_millis=0,
+            sub_version=0, subscription="*", expression_type="TAG")
+        result = await self.instance.api.pull_message(addr, header, RPC_TIMEOUT)
+        if result.status is PullStatus.FOUND and result.body:
+            message, _ = decode_record(result.body, with_body=False)
+            if message.store_timestamp < timestamp:
+                return offset + 1
+        return offset
 
     def max_offsets(self, queues: Iterable[MessageQueue]) -> dict[MessageQueue, int]:
         """Each queue's next offset to be written."""
