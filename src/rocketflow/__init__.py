@@ -13,6 +13,7 @@ from rocketflow.client.allocate import (
 )
 from rocketflow.client.consume_context import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
 from rocketflow.client.producer import Producer
+from rocketflow.client.pull_consumer import PullConsumer
 from rocketflow.client.push_consumer import PushConsumer
 from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
 from rocketflow.protocol.message import Message, MessageExt, MessageQueue
@@ -31,6 +32,7 @@ __all__ = [
     "MessageModel",
     "MessageQueue",
     "Producer",
+    "PullConsumer",
     "PushConsumer",
     "__version__",
 ]

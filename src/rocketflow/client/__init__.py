@@ -39,6 +39,7 @@ from rocketflow.client.offset_store import (
 )
 from rocketflow.client.process_queue import ProcessQueue, ProcessQueueInfo
 from rocketflow.client.producer import Producer, ProducerSettings
+from rocketflow.client.pull_consumer import PullConsumer, PullConsumerSettings
 from rocketflow.client.push_consumer import MAX_RECONSUME_TIMES_UNLIMITED, PushConsumer, PushConsumerSettings
 from rocketflow.client.route import FindBrokerResult, TopicPublishInfo
 from rocketflow.client.stats import ConsumerStats
@@ -82,6 +83,8 @@ __all__ = [
     "ProcessQueueInfo",
     "Producer",
     "ProducerSettings",
+    "PullConsumer",
+    "PullConsumerSettings",
     "PullResult",
     "PullStatus",
     "PushConsumer",

@@ -1,0 +1,1136 @@
+"""`PullConsumer`: the application pulls batches (RocketMQ's ``DefaultLitePullConsumer``).
+
+```python
+consumer = PullConsumer("cg", namesrv="127.0.0.1:9876",
+                        consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET)
+consumer.subscribe("Orders", "pay || ship")    # queues shared in the group by rebalance, or after
+                                               # start(): consumer.assign(consumer.fetch_message_queues("Orders"))
+with consumer:                                 # start() ... shutdown()
+    while running:
+        for msg in consumer.poll(timeout=1.0):  # one batch of one queue, in offset order
+            handle(msg)
+```
+
+Background pull tasks (one per held queue, on the client instance's event loop) fill per-queue
+process queues under flow control: a queue is not pulled while it caches more than
+``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue`` MiB or spans more than
+``consume_max_span`` offsets, nor while all queues together cache more than
+``pull_threshold_for_all`` messages; a paused queue is not pulled either. Each pull result becomes
+one batch; `poll` hands out the oldest batch (never one of a paused queue).
+
+Offsets: a queue's *position* is the offset after the last batch polled from it. `commit` records
+the positions as the group's offsets (sent to the broker - or, broadcasting, written to the local
+offset file - by the periodic persistence every ``persist_consumer_offset_interval`` and at
+shutdown); `commit_sync` also persists them at once and waits. With ``auto_commit`` (the default),
+`poll` commits every ``auto_commit_interval`` the positions of the batches polled before it (the
+application is done with them once it polls again).
+
+Differences from RocketMQ 4.9.3, on purpose:
+
+* `poll` does not return batches of paused queues (they stay cached until `resume`);
+* with ``auto_commit``, a queue taken away by a rebalance commits the batches polled before the
+  latest `poll` (not the one being processed), and `shutdown` commits every polled batch - unless
+  the ``with`` block is left by an exception, then also only those polled before the latest `poll`;
+* seeking or losing a queue discards a pull in flight for it at once (4.9.3 lets it finish);
+* a queue whose pulls find nothing matching the subscription advances its position past the
+  skipped messages when nothing of it is cached;
+* no retry-topic subscription (the pull consumer never sends messages back).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import dataclasses
+import inspect
+import logging
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Coroutine, Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from enum import Enum
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Final, TypeVar
+
+from rocketflow.client.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
+from rocketflow.client.api import PullResult, PullStatus
+from rocketflow.client.config import CLIENT_CONFIG_FIELDS, ClientConfig
+from rocketflow.client.errors import MQClientError, MQError
+from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
+from rocketflow.client.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    ReadOffsetType,
+    RemoteBrokerOffsetStore,
+)
+from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.pull_service import PullAPIWrapper
+from rocketflow.client.push_consumer import DEFAULT_CONSUMER_GROUP, ServiceState, default_consume_timestamp
+from rocketflow.client.rebalance import CONSUME_TIMESTAMP_FORMAT, parse_consume_timestamp
+from rocketflow.client.rebalance_lite import RebalanceLitePullImpl
+from rocketflow.protocol.bodies import (
+    ConsumeFromWhere,
+    ConsumerData,
+    ConsumerRunningInfo,
+    ConsumeType,
+    MessageModel,
+    SubscriptionData,
+)
+from rocketflow.protocol.bodies import ProcessQueueInfo as WireProcessQueueInfo
+from rocketflow.protocol.message import MessageExt, MessageQueue
+from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
+from rocketflow.protocol.sysflag import build_pull_sys_flag
+from rocketflow.protocol.tags import SubscriptionParseError, parse_subscription
+
+logger = logging.getLogger("rocketflow.client.pull_consumer")
+
+#: Re-check delay of a paused queue (``PULL_TIME_DELAY_MILLS_WHEN_PAUSE``), seconds; `resume` wakes it at once.
+PULL_DELAY_WHEN_PAUSE: Final = 1.0
+#: Re-check delay under flow control (``PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL``), seconds.
+PULL_DELAY_WHEN_FLOW_CONTROL: Final = 0.05
+#: RocketMQ ignores auto-commit intervals below one second (``MIN_AUTOCOMMIT_INTERVAL_MILLIS``).
+MIN_AUTO_COMMIT_INTERVAL: Final = 1.0
+#: Timeout of a blocking call into the client's loop that may do a few RPCs (seconds).
+CALL_TIMEOUT: Final = 15.0
+_FLOW_CONTROL_LOG_EVERY: Final = 1000
+_MIB: Final = 1024 * 1024
+#: Pull ``sysFlag``: no commit offset, long polling, subscription in the request, lite pull.
+_PULL_SYS_FLAG: Final = build_pull_sys_flag(False, True, True, False, True)
+
+_T = TypeVar("_T")
+
+#: ``listener(topic, all_queues, my_queues)``, plain (run on a listener thread) or ``async def``.
+QueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], Any]
+
+
+class SubscriptionType(Enum):
+    """How a pull consumer gets its queues."""
+
+    NONE = "NONE"
+    SUBSCRIBE = "SUBSCRIBE"
+    ASSIGN = "ASSIGN"
+
+
+@dataclass(slots=True)
+class PullConsumerSettings:
+    """Pull consumer settings with RocketMQ 4.9.3's ``DefaultLitePullConsumer`` defaults (seconds)."""
+
+    #: Messages per pull, hence at most per `PullConsumer.poll`.
+    pull_batch_size: int = 10
+    #: How long `PullConsumer.poll` waits for a batch by default.
+    poll_timeout: float = 5.0
+    auto_commit: bool = True
+    #: `PullConsumer.poll` commits the positions at most this often (at least 1 s).
+    auto_commit_interval: float = 5.0
+    #: Stop pulling while all queues together cache more messages than this...
+    pull_threshold_for_all: int = 10_000
+    #: ... or one queue caches more messages than this, or more MiB than this,
+    pull_threshold_for_queue: int = 1000
+    pull_threshold_size_for_queue: int = 100
+    #: ... or its cached offsets span more than this.
+    consume_max_span: int = 2000
+    #: How long the broker may hold a pull that found nothing (long polling).
+    broker_suspend_max_time: float = 20.0
+    #: Client timeout of such a pull (must exceed ``broker_suspend_max_time``).
+    consumer_timeout_when_suspend: float = 30.0
+    #: Root of broadcasting consumers' offset files (None: ``~/.rocketmq_offsets``).
+    local_offset_store_dir: str | Path | None = None
+
+    def __post_init__(self) -> None:
+        for name, (low, high) in {"pull_batch_size": (1, 1024), "pull_threshold_for_all": (1, 1 << 31),
+                                  "pull_threshold_for_queue": (1, 65535), "pull_threshold_size_for_queue": (1, 1024),
+                                  "consume_max_span": (1, 65535)}.items():
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise MQClientError(f"{name} must be an int in {low}..{high}, got {value!r}")
+        _check_seconds("poll_timeout", self.poll_timeout, allow_zero=True)
+        _check_seconds("auto_commit_interval", self.auto_commit_interval, allow_zero=False)
+        if self.auto_commit_interval < MIN_AUTO_COMMIT_INTERVAL:
+            raise MQClientError(f"auto_commit_interval must be >= {MIN_AUTO_COMMIT_INTERVAL} s, "
+                                f"got {self.auto_commit_interval!r}")
+        _check_seconds("broker_suspend_max_time", self.broker_suspend_max_time, allow_zero=False)
+        _check_seconds("consumer_timeout_when_suspend", self.consumer_timeout_when_suspend, allow_zero=False)
+        if self.consumer_timeout_when_suspend <= self.broker_suspend_max_time:
+            raise MQClientError(f"consumer_timeout_when_suspend ({self.consumer_timeout_when_suspend}) must be "
+                                f"greater than broker_suspend_max_time ({self.broker_suspend_max_time})")
+        if not isinstance(self.auto_commit, bool):
+            raise MQClientError(f"auto_commit must be a bool, got {self.auto_commit!r}")
+        if self.local_offset_store_dir is not None and not isinstance(self.local_offset_store_dir, str | Path):
+            raise MQClientError(f"local_offset_store_dir must be a path, got {self.local_offset_store_dir!r}")
+
+
+PULL_CONSUMER_SETTING_FIELDS: Final = frozenset(field.name for field in dataclasses.fields(PullConsumerSettings))
+
+
+def _check_seconds(name: str, value: object, *, allow_zero: bool) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+        raise MQClientError(f"{name} must be a finite number of seconds, got {value!r}")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise MQClientError(f"{name} must be {'>= 0' if allow_zero else '> 0'} seconds, got {value!r}")
+    return float(value)
+
+
+def _check_queue(mq: object, what: str = "a message queue") -> MessageQueue:
+    if not isinstance(mq, MessageQueue):
+        raise MQClientError(f"{what} must be a MessageQueue, got {mq!r}")
+    return mq
+
+
+def _check_queues(queues: object) -> set[MessageQueue]:
+    if isinstance(queues, MessageQueue):
+        return {queues}
+    if isinstance(queues, str | bytes) or not isinstance(queues, Iterable):
+        raise MQClientError(f"expected MessageQueues (an iterable), got {queues!r}")
+    return {_check_queue(mq) for mq in queues}
+
+
+def _check_offset(offset: object) -> int:
+    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
+        raise MQClientError(f"an offset must be an int >= 0, got {offset!r}")
+    return offset
+
+
+@dataclass(eq=False, slots=True)
+class _QueueState:
+    """One held queue: its cache, pull cursor and positions."""
+
+    mq: MessageQueue
+    process_queue: ProcessQueue
+    #: Where the next pull starts (-1: ask the offset store / ``consume_from`` first).
+    next_pull_offset: int
+    #: The offset after the last polled batch (-1: unknown yet).
+    polled_offset: int = -1
+    #: `polled_offset` as of the latest poll call (what the application is done with).
+    acked_offset: int = -1
+    #: Bumped by seek and removal: a pull started before is stale.
+    generation: int = 0
+    removed: bool = False
+    task: asyncio.Task[None] | None = None
+    wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
+
+
+@dataclass(eq=False, slots=True)
+class _Batch:
+    state: _QueueState
+    generation: int
+    messages: list[MessageExt]
+
+
+class PullConsumer:
+    """A pull (lite pull) consumer; see the module docstring."""
+
+    def __init__(self, group: str, namesrv: str | None = None, *,
+                 message_model: MessageModel = MessageModel.CLUSTERING,
+                 consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                 consume_timestamp: str | datetime | None = None,
+                 allocate_strategy: AllocateMessageQueueStrategy | None = None,
+                 client_config: ClientConfig | None = None, **settings: Any) -> None:
+        """``settings`` are `PullConsumerSettings` fields and `ClientConfig` fields (``instance_name``,
+        ``rebalance_interval``, ``persist_consumer_offset_interval``, ...); ``namesrv`` is
+        ``"host:port;host:port"``; ``consume_timestamp`` (for CONSUME_FROM_TIMESTAMP) is
+        ``yyyyMMddHHmmss`` local time or a datetime, default half an hour ago."""
+        try:
+            validate_group(group)
+        except InvalidNameError as exc:
+            raise MQClientError(f"consumer group: {exc}") from None
+        if group == DEFAULT_CONSUMER_GROUP:
+            raise MQClientError(f"the consumer group cannot be {DEFAULT_CONSUMER_GROUP!r}; choose another name")
+        if not isinstance(message_model, MessageModel):
+            raise MQClientError(f"message_model must be a MessageModel, got {message_model!r}")
+        if not isinstance(consume_from, ConsumeFromWhere):
+            raise MQClientError(f"consume_from must be a ConsumeFromWhere, got {consume_from!r}")
+        if allocate_strategy is None:
+            allocate_strategy = AllocateMessageQueueAveragely()
+        if not callable(getattr(allocate_strategy, "allocate", None)):
+            raise MQClientError(f"allocate_strategy must be an AllocateMessageQueueStrategy, got {allocate_strategy!r}")
+        if consume_timestamp is None:
+            consume_timestamp = default_consume_timestamp()
+        elif isinstance(consume_timestamp, datetime):
+            consume_timestamp = consume_timestamp.strftime(CONSUME_TIMESTAMP_FORMAT)
+        self.consume_timestamp_ms = parse_consume_timestamp(consume_timestamp)
+        self.consume_timestamp: str = consume_timestamp
+        unknown = set(settings) - PULL_CONSUMER_SETTING_FIELDS - CLIENT_CONFIG_FIELDS
+        if unknown:
+            raise MQClientError(f"unknown pull consumer settings {sorted(unknown)}; known: "
+                                f"{sorted(PULL_CONSUMER_SETTING_FIELDS | CLIENT_CONFIG_FIELDS)}")
+        client_settings = {name: value for name, value in settings.items() if name in CLIENT_CONFIG_FIELDS}
+        if namesrv is not None:
+            client_settings["namesrv_addr"] = namesrv
+        try:
+            config = client_config.copy(**client_settings) if client_config is not None \
+                else ClientConfig(**client_settings)
+            self.settings = PullConsumerSettings(
+                **{name: value for name, value in settings.items() if name in PULL_CONSUMER_SETTING_FIELDS})
+        except TypeError as exc:
+            raise MQClientError(f"invalid pull consumer settings: {exc}") from None
+        self.group = group
+        self.client_config = config
+        self.message_model = message_model
+        self.consume_from = consume_from
+        self.allocate_strategy = allocate_strategy
+        self.rebalance = RebalanceLitePullImpl(self)
+        self._subscription_type = SubscriptionType.NONE
+        self._assigned: set[MessageQueue] = set()
+        self._queue_listeners: dict[str, QueueListener] = {}
+        self._state = ServiceState.CREATE_JUST
+        self._state_lock = threading.Lock()
+        # guards the queue states, the batch cache and the paused set (pull tasks vs. polling threads)
+        self._lock = threading.RLock()
+        self._cond = threading.Condition(self._lock)
+        self._queues: dict[MessageQueue, _QueueState] = {}
+        self._batches: deque[_Batch] = deque()
+        self._cached_count = 0
+        self._paused: set[MessageQueue] = set()
+        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
+        self._next_auto_commit = 0.0
+        self._closing = False
+        self._instance: ClientInstance | None = None
+        self._instance_started = False
+        self._offset_store: OffsetStore | None = None
+        self._wrapper: PullAPIWrapper | None = None
+        self._listener_pool: concurrent.futures.ThreadPoolExecutor | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._flow_control_times = 0
+
+    def __repr__(self) -> str:
+        return (f"PullConsumer({self.group!r}, {self.message_model.name}, {self._subscription_type.name}, "
+                f"{self._state.name})")
+
+    # ------------------------------------------------------------------ parts (valid once started)
+
+    @property
+    def instance(self) -> ClientInstance:
+        """The client instance this consumer runs on (raises `MQClientError` before `start`)."""
+        if self._instance is None:
+            raise MQClientError(f"pull consumer {self.group!r} is not started")
+        return self._instance
+
+    @property
+    def offset_store(self) -> OffsetStore:
+        if self._offset_store is None:
+            raise MQClientError(f"pull consumer {self.group!r} is not started")
+        return self._offset_store
+
+    @property
+    def client_id(self) -> str:
+        return self.instance.client_id
+
+    @property
+    def is_running(self) -> bool:
+        return self._state is ServiceState.RUNNING
+
+    @property
+    def state(self) -> ServiceState:
+        return self._state
+
+    @property
+    def subscription_type(self) -> SubscriptionType:
+        return self._subscription_type
+
+    def new_process_queue(self) -> ProcessQueue:
+        """A process queue for a newly held queue."""
+        return ProcessQueue()
+
+    def _check_running(self) -> None:
+        if self._state is not ServiceState.RUNNING:
+            raise MQClientError(f"pull consumer {self.group!r} is {self._state.name}; call start() first"
+                                if self._state is ServiceState.CREATE_JUST
+                                else f"pull consumer {self.group!r} is {self._state.name}")
+
+    def _call(self, coro: Coroutine[Any, Any, _T], timeout: float = CALL_TIMEOUT) -> _T:
+        try:
+            instance = self.instance
+        except MQClientError:
+            coro.close()
+            raise
+        return instance.run(coro, timeout)
+
+    # ------------------------------------------------------------------ subscribe / assign
+
+    def subscribe(self, topic: str, expression: str = "*", listener: QueueListener | None = None) -> None:
+        """Consume ``topic``'s messages whose tag matches ``expression`` (``"*"`` or ``"TagA || TagB"``),
+        sharing its queues with the group's other members (rebalance).
+
+        ``listener(topic, all_queues, my_queues)`` is called after each change of this consumer's share
+        of ``topic`` (plain functions on a listener thread, where they may call `seek` and `commit`;
+        ``async def`` ones on the client's loop). Exclusive with `assign`.
+        """
+        if self._subscription_type is SubscriptionType.ASSIGN:
+            raise MQClientError("subscribe and assign are mutually exclusive: this consumer uses assign()")
+        try:
+            validate_topic(topic)
+        except InvalidNameError as exc:
+            raise MQClientError(f"subscribe: {exc}") from None
+        try:
+            parsed = parse_subscription(expression)
+        except SubscriptionParseError as exc:
+            raise MQClientError(f"subscribe to {topic!r}: {exc}") from None
+        if listener is not None and not callable(listener):
+            raise MQClientError(f"a queue listener must be callable, got {listener!r}")
+        subscription = SubscriptionData(topic, parsed.sub_string, set(parsed.tags_set), set(parsed.code_set))
+        self._subscription_type = SubscriptionType.SUBSCRIBE
+        self.rebalance.subscription_inner[topic] = subscription
+        if listener is not None:
+            self._queue_listeners[topic] = listener
+        else:
+            self._queue_listeners.pop(topic, None)
+        if self.is_running:
+            self._call(self._announce_subscriptions())
+
+    def unsubscribe(self, topic: str) -> None:
+        """Stop consuming ``topic``: its queues are given up (positions persisted) at once."""
+        if topic not in self.rebalance.subscription_inner:
+            return
+        self.rebalance.subscription_inner.pop(topic, None)
+        self.rebalance.topic_subscribe_info_table.pop(topic, None)
+        self._queue_listeners.pop(topic, None)
+        if self.is_running:
+            self._call(self._release_topic(topic))
+            self._call(self._announce_subscriptions())
+
+    async def _release_topic(self, topic: str) -> None:
+        async with self.rebalance.rebalance_lock:
+            with self._lock:
+                held = [(mq, state.process_queue) for mq, state in self._queues.items() if mq.topic == topic]
+            for mq, pq in held:
+                await self.release_queue(mq, pq)
+                self.rebalance.process_queue_table.pop(mq, None)
+
+    async def _announce_subscriptions(self) -> None:
+        instance = self.instance
+        for topic in sorted({mq.topic for mq in self._assigned}):
+            if instance.topic_route(topic) is None:
+                await instance.update_topic_route(topic)
+        for topic in list(self.rebalance.subscription_inner):
+            if topic not in self.rebalance.topic_subscribe_info_table:
+                await instance.update_topic_route(topic)
+                queues = instance.topic_subscribe_info(topic)
+                if queues:
+                    self.rebalance.topic_subscribe_info_table[topic] = set(queues)
+        try:
+            await instance.send_heartbeat_to_all_brokers()
+        except MQError as exc:
+            logger.warning("%s: heartbeat after a subscription change failed: %s", self.group, exc)
+        instance.rebalance_immediately()
+
+    def subscriptions(self) -> dict[str, str]:
+        """topic -> subscription expression."""
+        return {topic: sub.sub_string for topic, sub in self.rebalance.subscription_inner.items()}
+
+    def assign(self, queues: Iterable[MessageQueue]) -> None:
+        """Consume exactly ``queues`` (no rebalance; replaces an earlier assignment). Exclusive with
+        `subscribe`. Each queue starts at the group's committed offset, else per ``consume_from``."""
+        if self._subscription_type is SubscriptionType.SUBSCRIBE:
+            raise MQClientError("subscribe and assign are mutually exclusive: this consumer uses subscribe()")
+        wanted = _check_queues(queues)
+        if not wanted:
+            raise MQClientError("assign() needs at least one message queue")
+        for mq in wanted:
+            try:
+                validate_topic(mq.topic)
+            except InvalidNameError as exc:
+                raise MQClientError(f"assign {mq}: {exc}") from None
+        self._subscription_type = SubscriptionType.ASSIGN
+        self._assigned = wanted
+        if self.is_running:
+            self._call(self._apply_assignment())
+            self._call(self._announce_subscriptions())
+
+    async def _apply_assignment(self) -> None:
+        wanted = set(self._assigned)
+        for mq, state in list(self._queues.items()):
+            if mq not in wanted:
+                await self.release_queue(mq, state.process_queue)
+        for mq in sorted(wanted):
+            if mq not in self._queues:
+                self.start_queue(mq, self.new_process_queue(), -1)
+
+    def assignment(self) -> list[MessageQueue]:
+        """The queues this consumer holds now, sorted."""
+        with self._lock:
+            return sorted(self._queues)
+
+    def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
+        """``topic``'s readable queues, from the name server (raises `MQClientError` for an unknown topic)."""
+        self._check_running()
+        try:
+            validate_topic(topic)
+        except InvalidNameError as exc:
+            raise MQClientError(f"fetch_message_queues: {exc}") from None
+        instance = self.instance
+
+        async def fetch() -> list[MessageQueue]:
+            await instance.update_topic_route(topic)
+            return instance.topic_subscribe_info(topic)
+
+        queues = self._call(fetch())
+        if not queues:
+            raise MQClientError(f"no message queue of topic {topic!r} found (does the topic exist?)")
+        return sorted(queues)
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def start(self) -> None:
+        """Join (or create) the client instance and start pulling; raises `MQClientError`."""
+        with self._state_lock:
+            if self._state is not ServiceState.CREATE_JUST:
+                raise MQClientError(f"pull consumer {self.group!r} is {self._state.name}; a consumer starts once")
+            self._state = ServiceState.START_FAILED
+        try:
+            self._start()
+        except BaseException:
+            self._abort_start()
+            raise
+        logger.info("pull consumer %s started on client %s (%s)", self.group, self.client_id,
+                    self.message_model.name)
+
+    def _start(self) -> None:
+        config = self.client_config
+        if not config.namesrv_addresses():
+            raise MQClientError("no name server address: pass namesrv='host:port' "
+                                "(or set the NAMESRV_ADDR environment variable)")
+        if self.message_model is MessageModel.CLUSTERING:
+            config.change_instance_name_to_pid()
+        instance = ClientInstance.get_or_create(config)
+        self._instance = instance
+        self.rebalance.instance = instance
+        store: OffsetStore
+        if self.message_model is MessageModel.BROADCASTING:
+            store = LocalFileOffsetStore(self.group, instance.config.instance_name,
+                                         store_dir=self.settings.local_offset_store_dir,
+                                         unit_name=instance.config.unit_name)
+        else:
+            store = RemoteBrokerOffsetStore(instance, self.group)
+        store.load()
+        self._offset_store = store
+        self._wrapper = PullAPIWrapper(instance, self.group)
+        self._listener_pool = concurrent.futures.ThreadPoolExecutor(
+            max_workers=1, thread_name_prefix=f"rocketflow-client-queue-listener[{self.group}]")
+        instance.register_consumer(self.group, self)
+        try:
+            instance.start()
+        except BaseException:
+            instance.unregister_consumer(self.group)
+            raise
+        self._instance_started = True
+        self._next_auto_commit = time.monotonic() + self.settings.auto_commit_interval
+        self._state = ServiceState.RUNNING
+        instance.run(self._start_async(), LIFECYCLE_TIMEOUT)
+
+    async def _start_async(self) -> None:
+        if self._subscription_type is SubscriptionType.ASSIGN:
+            await self._apply_assignment()
+        await self._announce_subscriptions()
+
+    def _abort_start(self) -> None:
+        self._state = ServiceState.START_FAILED
+        instance = self._instance
+        if self._listener_pool is not None:
+            self._listener_pool.shutdown(wait=False, cancel_futures=True)
+        if instance is None:
+            return
+        if instance.select_consumer(self.group) is self:
+            instance.unregister_consumer(self.group)
+        if self._instance_started:
+            self._instance_started = False
+            with contextlib.suppress(MQError):
+                instance.run(self._stop_on_loop(commit_polled=False), LIFECYCLE_TIMEOUT)
+            instance.shutdown()
+
+    def shutdown(self) -> None:
+        """Stop pulling, commit (with ``auto_commit``: every polled batch) and persist the offsets,
+        unregister and release the client instance. Idempotent; not from a queue listener."""
+        self._shutdown(commit_polled=True)
+
+    def _shutdown(self, *, commit_polled: bool) -> None:
+        instance = self._instance
+        if instance is not None and instance.in_loop_thread():
+            raise MQClientError("a consumer cannot be shut down from its client's event loop thread")
+        if threading.current_thread().name.startswith(f"rocketflow-client-queue-listener[{self.group}]"):
+            raise MQClientError("a consumer cannot be shut down from its own queue listener")
+        with self._state_lock:
+            if self._state is not ServiceState.RUNNING:
+                if self._state is ServiceState.CREATE_JUST:
+                    self._state = ServiceState.SHUTDOWN_ALREADY
+                return
+            self._state = ServiceState.SHUTDOWN_ALREADY
+        instance = self.instance
+        try:
+            instance.run(self._stop_on_loop(commit_polled=commit_polled), LIFECYCLE_TIMEOUT * 2)
+        except MQError as exc:
+            logger.warning("%s: error while shutting down: %s", self.group, exc)
+        finally:
+            self._wake_pollers()
+            if self._listener_pool is not None:
+                self._listener_pool.shutdown(wait=True, cancel_futures=True)
+            instance.unregister_consumer(self.group)
+            if self._instance_started:
+                self._instance_started = False
+                instance.shutdown()
+            self.rebalance.destroy()
+        logger.info("pull consumer %s shut down", self.group)
+
+    async def _stop_on_loop(self, *, commit_polled: bool) -> None:
+        self._closing = True
+        tasks = [task for task in self._tasks if task is not asyncio.current_task()]
+        for task in tasks:
+            task.cancel()
+        if tasks:
+            await asyncio.gather(*tasks, return_exceptions=True)
+        async with self.rebalance.rebalance_lock:
+            store = self._offset_store
+            if store is not None:
+                if self.settings.auto_commit:
+                    self._commit_positions(polled=commit_polled)
+                mqs = self.assignment()
+                if self.message_model is MessageModel.BROADCASTING:
+                    await store.persist_all(mqs)
+                else:
+                    await self._persist_to_broker(store, mqs, raise_errors=False)
+            with self._lock:
+                for state in self._queues.values():
+                    state.removed = True
+                    state.process_queue.dropped = True
+                self._queues.clear()
+                self._batches.clear()
+                self._cached_count = 0
+            self.rebalance.destroy()
+
+    def __enter__(self) -> PullConsumer:
+        if self._state is ServiceState.CREATE_JUST:
+            self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self._shutdown(commit_polled=exc_type is None)
+
+    # ------------------------------------------------------------------ held queues (on the loop)
+
+    def start_queue(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
+        """Hold ``mq`` and start its pull task (on the client's loop; -1: ask where it starts)."""
+        with self._lock:
+            if self._closing:
+                pq.dropped = True
+                return
+            old = self._queues.get(mq)
+            if old is not None:
+                self._forget_locked(old)
+            state = _QueueState(mq, pq, next_offset)
+            if next_offset >= 0:
+                state.polled_offset = state.acked_offset = next_offset
+            self._queues[mq] = state
+        self._start_pull_task(state)
+
+    def _start_pull_task(self, state: _QueueState) -> None:
+        if self._closing:
+            return
+        task = asyncio.get_running_loop().create_task(self._pull_loop(state, state.generation),
+                                                      name=f"pull {state.mq}")
+        state.task = task
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    def _forget_locked(self, state: _QueueState) -> None:
+        state.removed = True
+        state.generation += 1
+        state.process_queue.dropped = True
+        if self._queues.get(state.mq) is state:
+            del self._queues[state.mq]
+        self._drop_batches_locked(state)
+        if state.task is not None and state.task is not _current_task():
+            state.task.cancel()
+
+    def _drop_batches_locked(self, state: _QueueState) -> None:
+        if any(batch.state is state for batch in self._batches):
+            self._batches = deque(batch for batch in self._batches if batch.state is not state)
+            self._cached_count = sum(len(batch.messages) for batch in self._batches)
+        state.process_queue.clear()
+
+    async def release_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:
+        """Give up ``mq`` (on the loop): with ``auto_commit`` commit what the application is done with,
+        persist the queue's offset, stop its pull task, forget its cached batches and offset."""
+        store = self.offset_store
+        with self._lock:
+            state = self._queues.get(mq)
+            if state is not None and state.process_queue is pq:
+                if self.settings.auto_commit and state.acked_offset >= 0:
+                    store.update_offset(mq, state.acked_offset, False)
+                self._forget_locked(state)
+        pq.dropped = True
+        await store.persist(mq)
+        store.remove_offset(mq)
+
+    def _subscription_for(self, topic: str) -> SubscriptionData | None:
+        if self._subscription_type is SubscriptionType.ASSIGN:
+            return SubscriptionData(topic, "*", sub_version=0)
+        return self.rebalance.subscription_inner.get(topic)
+
+    async def _idle(self, state: _QueueState, delay: float) -> None:
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(delay):
+                await state.wake.wait()
+        state.wake.clear()
+
+    def _flow_controlled(self, state: _QueueState) -> bool:
+        settings = self.settings
+        pq = state.process_queue
+        reason = None
+        if self._cached_count > settings.pull_threshold_for_all:
+            reason = f"all queues cache {self._cached_count} messages (threshold {settings.pull_threshold_for_all})"
+        elif pq.msg_count > settings.pull_threshold_for_queue:
+            reason = f"it caches {pq.msg_count} messages (threshold {settings.pull_threshold_for_queue})"
+        elif pq.msg_size // _MIB > settings.pull_threshold_size_for_queue:
+            reason = f"it caches {pq.msg_size // _MIB} MiB (threshold {settings.pull_threshold_size_for_queue} MiB)"
+        elif pq.max_span > settings.consume_max_span:
+            reason = f"its cached offsets span {pq.max_span} (threshold {settings.consume_max_span})"
+        if reason is None:
+            return False
+        if self._flow_control_times % _FLOW_CONTROL_LOG_EVERY == 0:
+            logger.warning("%s: not pulling %s: %s; poll faster (flow control %d times)", self.group, state.mq,
+                           reason, self._flow_control_times)
+        self._flow_control_times += 1
+        return True
+
+    async def _pull_loop(self, state: _QueueState, generation: int) -> None:
+        mq, pq = state.mq, state.process_queue
+        settings = self.settings
+        wrapper = self._wrapper
+        assert wrapper is not None
+        exception_delay = self.client_config.pull_time_delay_mills_when_exception / 1000
+        while not self._closing and not state.removed and not pq.dropped and state.generation == generation:
+            if mq in self._paused:
+                await self._idle(state, PULL_DELAY_WHEN_PAUSE)
+                continue
+            with self._lock:
+                controlled = self._flow_controlled(state)
+            if controlled:
+                await self._idle(state, PULL_DELAY_WHEN_FLOW_CONTROL)
+                continue
+            offset = state.next_pull_offset
+            if offset < 0:
+                try:
+                    offset = await self.rebalance.compute_pull_from_where(mq)
+                except asyncio.CancelledError:
+                    raise
+                except Exception as exc:
+                    logger.warning("%s: cannot compute where %s starts: %s", self.group, mq, exc)
+                    offset = -1
+                if offset < 0:
+                    await self._idle(state, exception_delay)
+                    continue
+                with self._lock:
+                    if state.generation != generation:
+                        continue
+                    state.next_pull_offset = offset
+                    if state.polled_offset < 0:
+                        state.polled_offset = state.acked_offset = offset
+            subscription = self._subscription_for(mq.topic)
+            pq.last_pull_timestamp = pq.now_ms()
+            if subscription is None:
+                await self._idle(state, exception_delay)
+                continue
+            try:
+                result = await wrapper.pull_kernel_impl(
+                    mq, subscription.sub_string, subscription.expression_type, subscription.sub_version, offset,
+                    settings.pull_batch_size, _PULL_SYS_FLAG, 0, round(settings.broker_suspend_max_time * 1000),
+                    round(settings.consumer_timeout_when_suspend * 1000))
+                messages = wrapper.process_pull_result(mq, result, subscription)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                logger.warning("%s: pull of %s from offset %d failed: %s", self.group, mq, offset, exc)
+                await self._idle(state, exception_delay)
+                continue
+            self._on_pull_result(state, generation, result, messages)
+        if pq.dropped and not state.removed:
+            # dropped by the rebalance without a removal (its topic is no longer subscribed)
+            with self._lock:
+                self._forget_locked(state)
+
+    def _on_pull_result(self, state: _QueueState, generation: int, result: PullResult,
+                        messages: list[MessageExt]) -> None:
+        pq = state.process_queue
+        with self._cond:
+            if state.generation != generation or state.removed or pq.dropped or self._closing:
+                return
+            if result.status is PullStatus.OFFSET_ILLEGAL:
+                logger.warning("%s: offset %d of %s is illegal (broker: min %d, max %d); continuing at %d",
+                               self.group, state.next_pull_offset, state.mq, result.min_offset, result.max_offset,
+                               result.next_begin_offset)
+            state.next_pull_offset = result.next_begin_offset
+            if messages:
+                pq.put_messages(messages)
+                self._batches.append(_Batch(state, generation, messages))
+                self._cached_count += len(messages)
+                self._notify_locked()
+            elif result.status is not PullStatus.OFFSET_ILLEGAL and pq.msg_count == 0 \
+                    and result.next_begin_offset > state.polled_offset >= 0:
+                # only filtered-out messages (or none): nothing to hand out up to there
+                state.polled_offset = result.next_begin_offset
+
+    # ------------------------------------------------------------------ polling
+
+    def _notify_locked(self) -> None:
+        self._cond.notify_all()
+        for loop, future in self._async_waiters:
+            with contextlib.suppress(RuntimeError):
+                loop.call_soon_threadsafe(_resolve, future)
+
+    def _wake_pollers(self) -> None:
+        with self._cond:
+            self._notify_locked()
+
+    def _take_batch_locked(self) -> list[MessageExt] | None:
+        batches = self._batches
+        chosen: int | None = None
+        stale = False
+        for index, batch in enumerate(batches):
+            state = batch.state
+            if state.removed or batch.generation != state.generation or state.process_queue.dropped:
+                stale = True
+                continue
+            if state.mq not in self._paused:
+                chosen = index
+                break
+        if stale:
+            batches = self._batches = deque(batch for batch in batches if not _is_stale(batch))
+            self._cached_count = sum(len(batch.messages) for batch in batches)
+            chosen = next((index for index, batch in enumerate(batches) if batch.state.mq not in self._paused), None)
+        if chosen is None:
+            return None
+        batch = batches[chosen]
+        del batches[chosen]
+        self._cached_count -= len(batch.messages)
+        state = batch.state
+        offset = state.process_queue.remove_messages(batch.messages)
+        if offset >= 0:
+            state.polled_offset = offset
+        return list(batch.messages)
+
+    def _before_poll(self) -> float:
+        self._check_running()
+        now = time.monotonic()
+        with self._lock:
+            for state in self._queues.values():
+                state.acked_offset = state.polled_offset
+            if self.settings.auto_commit and now >= self._next_auto_commit:
+                self._commit_positions(polled=True)
+                self._next_auto_commit = now + self.settings.auto_commit_interval
+        return now
+
+    def poll(self, timeout: float | None = None) -> list[MessageExt]:
+        """The next batch (messages of one queue, in offset order; at most ``pull_batch_size``), waiting
+        up to ``timeout`` seconds (default ``poll_timeout``); [] when none came. With ``auto_commit``
+        this also commits, every ``auto_commit_interval``, the batches polled before."""
+        wait = self.settings.poll_timeout if timeout is None else _check_seconds("timeout", timeout, allow_zero=True)
+        deadline = self._before_poll() + wait
+        with self._cond:
+            while True:
+                batch = self._take_batch_locked()
+                if batch is not None:
+                    return batch
+                remaining = deadline - time.monotonic()
+                if remaining <= 0 or self._state is not ServiceState.RUNNING:
+                    return []
+                self._cond.wait(remaining)
+
+    async def poll_async(self, timeout: float | None = None) -> list[MessageExt]:
+        """`poll` for asyncio code: waits without blocking the caller's event loop."""
+        wait = self.settings.poll_timeout if timeout is None else _check_seconds("timeout", timeout, allow_zero=True)
+        self._before_poll()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + wait
+        while True:
+            with self._lock:
+                batch = self._take_batch_locked()
+                if batch is not None:
+                    return batch
+                remaining = deadline - loop.time()
+                if remaining <= 0 or self._state is not ServiceState.RUNNING:
+                    return []
+                future: asyncio.Future[None] = loop.create_future()
+                waiter = (loop, future)
+                self._async_waiters.append(waiter)
+            try:
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(remaining):
+                        await future
+            finally:
+                with self._lock:
+                    self._async_waiters.remove(waiter)
+
+    def cached_messages(self, mq: MessageQueue | None = None) -> int:
+        """How many pulled messages wait to be polled (of ``mq`` only, when given)."""
+        with self._lock:
+            if mq is None:
+                return self._cached_count
+            state = self._queues.get(_check_queue(mq))
+            return state.process_queue.msg_count if state is not None else 0
+
+    # ------------------------------------------------------------------ pause / resume
+
+    def pause(self, queues: Iterable[MessageQueue] | MessageQueue) -> None:
+        """Stop pulling ``queues`` and handing out their cached batches until `resume` (a queue not held
+        yet is paused once it is)."""
+        wanted = _check_queues(queues)
+        with self._lock:
+            self._paused |= wanted
+
+    def resume(self, queues: Iterable[MessageQueue] | MessageQueue) -> None:
+        """Undo `pause` for ``queues``."""
+        wanted = _check_queues(queues)
+        with self._cond:
+            self._paused -= wanted
+            states = [state for mq, state in self._queues.items() if mq in wanted]
+            if states:
+                self._notify_locked()
+        instance = self._instance
+        if instance is not None and instance.started:
+            for state in states:
+                with contextlib.suppress(RuntimeError, MQClientError):
+                    instance.loop.call_soon_threadsafe(state.wake.set)
+
+    def paused(self) -> set[MessageQueue]:
+        """The paused queues."""
+        with self._lock:
+            return set(self._paused)
+
+    def is_paused(self, mq: MessageQueue) -> bool:
+        with self._lock:
+            return mq in self._paused
+
+    # ------------------------------------------------------------------ seeking
+
+    def seek(self, mq: MessageQueue, offset: int) -> None:
+        """Make the next batches of the held queue ``mq`` start at ``offset`` (between its min and max
+        offset); cached batches of ``mq`` are dropped. The position becomes ``offset`` (committed by the
+        next commit)."""
+        self._check_running()
+        _check_queue(mq)
+        _check_offset(offset)
+        self._call(self._seek(mq, lambda: _const(offset)))
+
+    def seek_to_begin(self, mq: MessageQueue) -> None:
+        """`seek` to the smallest offset ``mq`` still stores."""
+        self._check_running()
+        _check_queue(mq)
+        self._call(self._seek(mq, lambda: self.rebalance.min_offset(mq)))
+
+    def seek_to_end(self, mq: MessageQueue) -> None:
+        """`seek` to ``mq``'s max offset: only messages sent from now on."""
+        self._check_running()
+        _check_queue(mq)
+        self._call(self._seek(mq, lambda: self.rebalance.max_offset(mq)))
+
+    async def _seek(self, mq: MessageQueue, target: Callable[[], Coroutine[Any, Any, int]]) -> None:
+        if mq not in self._queues:
+            raise MQClientError(f"{mq} is not held by this consumer (assigned: {self.assignment()}); "
+                                "it may be rebalancing")
+        offset = await target()
+        min_offset = await self.rebalance.min_offset(mq)
+        max_offset = await self.rebalance.max_offset(mq)
+        if not min_offset <= offset <= max_offset:
+            raise MQClientError(f"cannot seek {mq} to {offset}: offsets go from {min_offset} to {max_offset}")
+        with self._lock:
+            state = self._queues.get(mq)
+            if state is None:
+                raise MQClientError(f"{mq} was given up while seeking")
+            state.generation += 1
+            self._drop_batches_locked(state)
+            state.next_pull_offset = offset
+            state.polled_offset = state.acked_offset = offset
+            if state.task is not None:
+                state.task.cancel()
+        logger.info("%s: %s sought to offset %d", self.group, mq, offset)
+        self._start_pull_task(state)
+
+    def offset_for_timestamp(self, mq: MessageQueue, timestamp: int | float | datetime) -> int:
+        """The offset of the message of ``mq`` stored closest to ``timestamp`` (epoch milliseconds or a
+        datetime), as the broker's SEARCH_OFFSET_BY_TIMESTAMP finds it; use it with `seek`."""
+        self._check_running()
+        _check_queue(mq)
+        if isinstance(timestamp, datetime):
+            millis = int(timestamp.timestamp() * 1000)
+        elif isinstance(timestamp, bool) or not isinstance(timestamp, int | float) or timestamp != timestamp:
+            raise MQClientError(f"timestamp must be epoch milliseconds or a datetime, got {timestamp!r}")
+        else:
+            millis = int(timestamp)
+        return self._call(self.rebalance.search_offset(mq, millis))
+
+    # ------------------------------------------------------------------ committing
+
+    def _commit_positions(self, *, polled: bool) -> None:
+        store = self.offset_store
+        with self._lock:
+            for mq, state in self._queues.items():
+                offset = state.polled_offset if polled else state.acked_offset
+                if offset >= 0 and not state.process_queue.dropped:
+                    store.update_offset(mq, offset, False)
+
+    def _commit_offsets(self, offsets: Mapping[MessageQueue, int] | None) -> list[MessageQueue]:
+        self._check_running()
+        store = self.offset_store
+        if offsets is None:
+            self._commit_positions(polled=True)
+            return self.assignment()
+        if not isinstance(offsets, Mapping):
+            raise MQClientError(f"offsets must be a mapping of MessageQueue to offset, got {offsets!r}")
+        checked = {_check_queue(mq): _check_offset(offset) for mq, offset in offsets.items()}
+        with self._lock:
+            missing = sorted(mq for mq in checked if mq not in self._queues)
+            if missing:
+                raise MQClientError(f"cannot commit queues this consumer does not hold: {missing}")
+            for mq, offset in checked.items():
+                store.update_offset(mq, offset, False)
+        return sorted(checked)
+
+    def commit(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
+        """Record the positions (or the given ``{queue: next offset}``) as the group's offsets; they are
+        persisted by the periodic persistence and at shutdown."""
+        self._commit_offsets(offsets)
+
+    def commit_sync(self, offsets: Mapping[MessageQueue, int] | None = None) -> None:
+        """`commit`, then persist now: UPDATE_CONSUMER_OFFSET to the brokers (acknowledged) or the local
+        offset file. Raises `MQClientError` if a broker refused or could not be reached."""
+        mqs = self._commit_offsets(offsets)
+        store = self.offset_store
+        if self.message_model is MessageModel.BROADCASTING:
+            self._call(store.persist_all(mqs))
+        else:
+            self._call(self._persist_to_broker(store, mqs, raise_errors=True))
+
+    async def _persist_to_broker(self, store: OffsetStore, mqs: list[MessageQueue], *, raise_errors: bool) -> None:
+        offsets = store.clone_offset_table()
+        failures = []
+        for mq in mqs:
+            offset = offsets.get(mq)
+            if offset is None:
+                continue
+            try:
+                await store.update_consume_offset_to_broker(mq, offset, False)
+            except MQError as exc:
+                logger.warning("%s: committing offset %d of %s failed: %s", self.group, offset, mq, exc)
+                failures.append(f"{mq}: {exc}")
+        if failures and raise_errors:
+            raise MQClientError(f"committing offsets failed: {'; '.join(failures)}")
+
+    def committed(self, mq: MessageQueue) -> int | None:
+        """The group's committed offset of ``mq`` (this consumer's last commit, else the broker's or
+        the local file's); None when the group has none."""
+        self._check_running()
+        _check_queue(mq)
+        offset = self._call(self.offset_store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE))
+        if offset == -2:
+            raise MQClientError(f"cannot read the committed offset of {mq}: the broker could not be asked")
+        return offset if offset >= 0 else None
+
+    # ------------------------------------------------------------------ the client instance's hooks
+
+    def consumer_data(self) -> ConsumerData:
+        """This group as announced in heartbeats (CONSUME_ACTIVELY)."""
+        return ConsumerData(self.group, ConsumeType.CONSUME_ACTIVELY, self.message_model, self.consume_from,
+                            list(self.rebalance.subscription_inner.values()), self.client_config.unit_mode)
+
+    async def do_rebalance(self) -> None:
+        """Rebalance the subscribed topics (the client instance calls this)."""
+        if self._state is not ServiceState.RUNNING or self._subscription_type is not SubscriptionType.SUBSCRIBE:
+            return
+        await self.rebalance.do_rebalance(False)
+
+    async def persist_consumer_offset(self) -> None:
+        """Persist the held queues' committed offsets (the client instance calls this every few seconds)."""
+        if self._state is not ServiceState.RUNNING or self._offset_store is None:
+            return
+        await self._offset_store.persist_all(self.assignment())
+
+    def update_topic_subscribe_info(self, topic: str, queues: list[MessageQueue]) -> None:
+        """A route change of a subscribed topic."""
+        if topic in self.rebalance.subscription_inner:
+            self.rebalance.topic_subscribe_info_table[topic] = set(queues)
+
+    def running_info(self) -> ConsumerRunningInfo:
+        """GET_CONSUMER_RUNNING_INFO body: settings, subscriptions and the held queues' caches."""
+        properties = {
+            "consumerGroup": self.group,
+            "messageModel": self.message_model.name,
+            "consumeFromWhere": self.consume_from.name,
+            "consumeTimestamp": self.consume_timestamp,
+            "allocateMessageQueueStrategy": type(self.allocate_strategy).__name__,
+            "instanceName": self.client_config.instance_name,
+            "subscriptionType": self._subscription_type.name,
+            "PROP_CONSUME_TYPE": ConsumeType.CONSUME_ACTIVELY.name,
+        }
+        for field in dataclasses.fields(self.settings):
+            value = getattr(self.settings, field.name)
+            if value is not None:
+                properties[field.name] = str(value).lower() if isinstance(value, bool) else str(value)
+        info = ConsumerRunningInfo(properties=properties,
+                                   subscription_set=list(self.rebalance.subscription_inner.values()))
+        offsets = self._offset_store.clone_offset_table() if self._offset_store is not None else {}
+        with self._lock:
+            states = list(self._queues.values())
+        for state in states:
+            snapshot = state.process_queue.info(offsets.get(state.mq, -1))
+            info.mq_table[state.mq] = WireProcessQueueInfo(
+                commit_offset=snapshot.commit_offset, cached_msg_min_offset=snapshot.cached_msg_min_offset,
+                cached_msg_max_offset=snapshot.cached_msg_max_offset, cached_msg_count=snapshot.cached_msg_count,
+                cached_msg_size_in_mib=snapshot.cached_msg_size_in_mib, droped=snapshot.dropped,
+                last_pull_timestamp=snapshot.last_pull_timestamp,
+                last_consume_timestamp=snapshot.last_consume_timestamp)
+        return info
+
+    async def notify_queue_listener(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
+        """Call ``topic``'s queue listener (the rebalance calls this after a change of the share)."""
+        listener = self._queue_listeners.get(topic)
+        if listener is None or self._closing:
+            return
+        try:
+            if inspect.iscoroutinefunction(listener):
+                await listener(topic, mq_all, mq_divided)
+            else:
+                pool = self._listener_pool
+                assert pool is not None
+                result = await asyncio.get_running_loop().run_in_executor(pool, listener, topic, mq_all, mq_divided)
+                if inspect.isawaitable(result):
+                    await result
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            logger.exception("%s: the queue listener of %s failed", self.group, topic)
+
+
+def _is_stale(batch: _Batch) -> bool:
+    state = batch.state
+    return state.removed or batch.generation != state.generation or state.process_queue.dropped
+
+
+def _current_task() -> asyncio.Task[Any] | None:
+    try:
+        return asyncio.current_task()
+    except RuntimeError:
+        return None
+
+
+def _resolve(future: asyncio.Future[None]) -> None:
+    if not future.done():
+        future.set_result(None)
+
+
+async def _const(value: int) -> int:
+    return value
+
+
+__all__ = [
+    "MIN_AUTO_COMMIT_INTERVAL",
+    "PULL_CONSUMER_SETTING_FIELDS",
+    "PullConsumer",
+    "PullConsumerSettings",
+    "QueueListener",
+    "SubscriptionType",
+]
