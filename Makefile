@@ -12,11 +12,12 @@ $(BIN)/python:
 	$(BIN)/python -m pip install --quiet --upgrade pip
 
 $(STAMP): $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install --quiet -e '.[dev,spark]'
+	$(BIN)/python -m pip install --quiet -e '.[dev,spark,demo]'
 	@touch $(STAMP)
 
+# The Spark job's Python workers must run the venv's interpreter.
 demo: $(STAMP)
-	$(BIN)/rocketflow demo
+	PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python) $(BIN)/rocketflow demo
 
 test: $(STAMP)
 	$(BIN)/python -m pytest -q tests

@@ -1,216 +1,824 @@
-"""`rocketflow demo` (foundation stage): real client frames through rocketflow's sans-IO codecs.
+"""`rocketflow demo`: the main job, end to end on the embedded default.
 
-The frames are the ones Apache's C++ client and the `ali-ons` JavaScript client sent (captured in
-``shared/interop`` beside the repo); without that folder the demo builds an equivalent session with
-rocketflow's own encoders. Every frame is fed to the incremental decoder in odd-sized chunks, its
-ext fields are decoded into the typed header of its request code, its body into the wire body it
-carries, and it is re-encoded in both header formats to check the round trip. A pull response made
-of real message records closes the demo.
+One run, on a fresh topic of a `DevCluster` started in this process (temporary store) or of the
+cluster behind ``--namesrv``:
+
+1. producer threads send N orders' events, each order ``create -> pay -> ship -> complete`` or
+   cancelled after ``create`` or ``pay``, sharded by order id (one order, one queue, in order);
+   JSON bodies with amount, state, step and timestamp; keys = order id, tags = state;
+2. an orderly push consumer (its own group) checks every order's state machine and counts
+   violations and duplicates;
+3. a Spark Structured Streaming job (`rocketflow.cli.demo_spark`) reads the topic through the
+   ``rocketmq`` source, writes Parquet (events, revenue and state counts per minute, per-queue lag)
+   and commits its progress to its own group.
+
+A progress bar shows sent / consumed / Spark rows; at the end a summary table, ``summary.json`` and
+a PNG of throughput and lag over time are written next to the Parquet output. The exit code is 1
+when an order broke its state machine, a message was lost, or the revenue does not add up.
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import random
-import struct
+import threading
 import time
-from collections import Counter
-from collections.abc import Iterator
-from dataclasses import dataclass
+import uuid
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, Final
 
+import orjson
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+from rich.logging import RichHandler
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rocketflow.protocol.bodies import HeartbeatData, LockBatchRequestBody, UnlockBatchRequestBody
-from rocketflow.protocol.codec import compress_body, decode_records, encode_record
-from rocketflow.protocol.ids import UniqueIdGenerator
-from rocketflow.protocol.message import MessageConst, MessageExt
-from rocketflow.protocol.properties import decode_properties, encode_properties
-from rocketflow.protocol.sysflag import MessageSysFlag
-from rocketflow.remoting.codes import RequestCode, SerializeType
-from rocketflow.remoting.command import RemotingCommand
-from rocketflow.remoting.frame import FrameDecoder, decode_frame, encode_frame
-from rocketflow.remoting.headers import REQUEST_HEADERS, SendMessageRequestHeaderV2
+from rocketflow.broker import DevCluster
+from rocketflow.client import (
+    ClientInstance,
+    ConsumeFromWhere,
+    ConsumeOrderlyContext,
+    ConsumeOrderlyStatus,
+    MQBrokerError,
+    MQError,
+    Producer,
+    PushConsumer,
+    SendStatus,
+)
+from rocketflow.client.instance import shutdown_all
+from rocketflow.protocol.bodies import TopicConfig
+from rocketflow.protocol.message import Message, MessageExt, MessageQueue
 
-_BODY_DECODERS: dict[int, type[HeartbeatData | LockBatchRequestBody | UnlockBatchRequestBody]] = {
-    RequestCode.HEART_BEAT: HeartbeatData,
-    RequestCode.LOCK_BATCH_MQ: LockBatchRequestBody,
-    RequestCode.UNLOCK_BATCH_MQ: UnlockBatchRequestBody,
+if TYPE_CHECKING:
+    from rocketflow.cli.demo_spark import BatchRecord, LagSample, SparkPipeline, SparkTotals
+
+logger = logging.getLogger("rocketflow.demo")
+
+#: Orders of a default run: about a minute on 2 cores, Spark's start included.
+DEFAULT_ORDERS: Final = 5000
+#: How long the run may go without any progress once the producer is done and Spark ran a batch (seconds).
+STALL_TIMEOUT: Final = 60.0
+
+
+class DemoError(ValueError):
+    """Bad demo settings or an unusable environment, with what to change."""
+
+
+class OrderState(StrEnum):
+    CREATE = "create"
+    PAY = "pay"
+    SHIP = "ship"
+    COMPLETE = "complete"
+    CANCEL = "cancel"
+
+
+#: The order state machine: which state may follow which (None: the order is new).
+ALLOWED_NEXT: Final[dict[OrderState | None, frozenset[OrderState]]] = {
+    None: frozenset({OrderState.CREATE}),
+    OrderState.CREATE: frozenset({OrderState.PAY, OrderState.CANCEL}),
+    OrderState.PAY: frozenset({OrderState.SHIP, OrderState.CANCEL}),
+    OrderState.SHIP: frozenset({OrderState.COMPLETE}),
 }
 
 
-@dataclass(slots=True)
-class Session:
-    """The raw bytes one client sent, as one stream."""
+@dataclass(slots=True, frozen=True)
+class PlannedOrder:
+    """One order's life as the producer will send it."""
 
-    name: str
-    stream: bytes
+    order_id: str
+    amount_cents: int
+    steps: tuple[OrderState, ...]
 
+    @property
+    def revenue_cents(self) -> int:
+        """Paid and not refunded: only completed orders count."""
+        return self.amount_cents if self.steps[-1] is OrderState.COMPLETE else 0
 
-def _captured_sessions(interop_dir: Path) -> list[Session]:
-    sessions = []
-    for path in sorted(interop_dir.glob("*/frames_*.jsonl")):
-        frames = [_rebuild(json.loads(line)) for line in path.read_text().splitlines() if line.strip()]
-        sessions.append(Session(f"{path.parent.name}/{path.stem}", b"".join(frames)))
-    return sessions
-
-
-def _rebuild(record: dict[str, Any]) -> bytes:
-    """A captured request as the client wrote it (JSON header; the C++ client ends it with a newline)."""
-    header: dict[str, Any] = {
-        "code": record["code"], "extFields": record["extFields"], "flag": record["flag"],
-        "language": record["lang"], "opaque": record["opaque"], "version": record["version"],
-    }
-    suffix = b"\n" if record["lang"] == "CPP" else b""
-    header_bytes = json.dumps(header, separators=(",", ":")).encode() + suffix
-    body = record["body"].encode() if record["body"] is not None else b""
-    return struct.pack(">iI", 4 + len(header_bytes) + len(body), len(header_bytes)) + header_bytes + body
+    def body(self, step: int, timestamp_ms: int) -> bytes:
+        state = self.steps[step]
+        refund = self.amount_cents if state is OrderState.CANCEL and OrderState.PAY in self.steps[:step] else 0
+        return orjson.dumps({"order_id": self.order_id, "state": state.value, "step": step,
+                             "amount_cents": self.amount_cents, "refund_cents": refund, "ts": timestamp_ms})
 
 
-def _synthetic_session() -> Session:
-    """A producer and consumer session built with rocketflow's own encoders."""
-    ids = UniqueIdGenerator()
-    heartbeat = HeartbeatData.decode(
-        b'{"clientID":"127.0.0.1@demo","consumerDataSet":[{"consumeFromWhere":"CONSUME_FROM_FIRST_OFFSET",'
-        b'"consumeType":"CONSUME_PASSIVELY","groupName":"demo-group","messageModel":"CLUSTERING",'
-        b'"subscriptionDataSet":[{"subString":"pay || ship","topic":"Orders"}],"unitMode":false}],'
-        b'"producerDataSet":[{"groupName":"demo-producer"}]}'
-    )
-    commands = [
-        RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "Orders"}),
-        RemotingCommand.request(RequestCode.HEART_BEAT, body=heartbeat.encode()),
-    ]
-    for index in range(20):
-        properties = {MessageConst.TAGS: "pay", MessageConst.KEYS: f"order-{index}",
-                      MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: ids.next_id()}
-        header = SendMessageRequestHeaderV2(
-            a="demo-producer", b="Orders", c="TBW102", d=4, e=index % 4, f=0,
-            g=int(time.time() * 1000), h=0, i=encode_properties(properties), j=0, k=False, m=False,
-        )
-        commands.append(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, header.to_ext_fields(),
-                                                f"order {index} paid".encode()))
-    return Session("rocketflow/synthetic", b"".join(encode_frame(c) for c in commands))
-
-
-def _chunks(stream: bytes, rng: random.Random) -> Iterator[bytes]:
-    position = 0
-    while position < len(stream):
-        size = rng.randint(1, 700)
-        yield stream[position : position + size]
-        position += size
-
-
-def _describe(command: RemotingCommand) -> str:
-    header_type = REQUEST_HEADERS.get(command.code)
-    parts = []
-    if header_type is not None:
-        header = header_type.from_ext_fields(command.ext_fields)
-        shown = {
-            spec.attr: getattr(header, spec.attr)
-            for spec in header.header_fields()
-            if getattr(header, spec.attr) is not None
-        }
-        if "i" in shown:
-            shown["i"] = decode_properties(str(shown["i"]))
-        if "properties" in shown:
-            shown["properties"] = decode_properties(str(shown["properties"]))
-        parts.append(", ".join(f"{k}={v}" for k, v in list(shown.items())[:6]))
-    body_type = _BODY_DECODERS.get(command.code)
-    if body_type is not None and command.body:
-        body = body_type.decode(command.body)
-        if isinstance(body, HeartbeatData):
-            groups = [f"{c.group_name}:{c.message_model.name}" for c in body.consumer_data_set]
-            parts.append(f"heartbeat from {body.client_id} consumers={groups}")
-        else:
-            parts.append(f"{len(body.mq_set)} queues for {body.consumer_group}")
-    elif command.body:
-        parts.append(f"body {len(command.body)} B")
-    text = "; ".join(parts)
-    return text if len(text) <= 110 else text[:107] + "..."
-
-
-def _pull_response_demo(console: Console) -> None:
-    ids = UniqueIdGenerator()
-    records = []
-    for offset in range(5):
-        body = (f"payment {offset} ".encode()) * (500 if offset == 4 else 1)
-        sys_flag = 0
-        if len(body) >= 4096:
-            body, sys_flag = compress_body(body), int(MessageSysFlag.COMPRESSED)
-        message = MessageExt(
-            "Orders", body, queue_id=1, queue_offset=offset, commit_log_offset=offset * 200, sys_flag=sys_flag,
-            born_timestamp=int(time.time() * 1000), born_host=("10.0.0.7", 51234),
-            store_timestamp=int(time.time() * 1000), store_host=("10.0.0.1", 10911),
-            properties={MessageConst.TAGS: "pay", MessageConst.KEYS: f"order-{offset}",
-                        MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: ids.next_id()},
-        )
-        records.append(encode_record(message))
-    pull_body = b"".join(records)
-    table = Table(title=f"A pull response body: {len(records)} records, {len(pull_body)} bytes, decoded")
-    for column in ("queue", "offset", "msg id (UNIQ_KEY)", "offset msg id", "tags", "keys", "body"):
-        table.add_column(column)
-    for message in decode_records(pull_body):
-        preview = message.body[:24].decode(errors="replace") + (f"... ({len(message.body)} B)" if len(
-            message.body) > 24 else "")
-        table.add_row(str(message.queue_id),
-                      str(message.queue_offset), message.client_msg_id, message.offset_msg_id,
-                      message.tags or "", message.keys or "", preview)
-    console.print(table)
-
-
-def run_demo(interop_dir: Path | None = None, seed: int = 7) -> None:
-    """Decode real client sessions and print what came out."""
-    console = Console()
-    if interop_dir is None:
-        interop_dir = Path(__file__).resolve().parents[3].parent / "shared" / "interop"
-    sessions = _captured_sessions(interop_dir) if interop_dir.is_dir() else []
-    source = f"captured from real clients in {interop_dir}" if sessions else "built by rocketflow (no captures found)"
-    sessions.append(_synthetic_session())
-    console.rule(f"[bold]rocketflow demo[/bold]: remoting frames {source}")
-
+def plan_orders(count: int, *, seed: int = 7, cancel_ratio: float = 0.2) -> list[PlannedOrder]:
+    """``count`` orders with amounts of 5.00 to 500.00; ``cancel_ratio`` of them are cancelled, half
+    of those after ``create`` and half after ``pay`` (refunded)."""
     rng = random.Random(seed)
-    per_code: Counter[str] = Counter()
-    languages: Counter[str] = Counter()
-    samples: dict[str, tuple[str, RemotingCommand]] = {}
-    total_bytes = sum(len(s.stream) for s in sessions)
-    round_trips = 0
-    with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TextColumn("bytes"),
-                  console=console, transient=True) as progress:
-        task = progress.add_task("decoding", total=total_bytes)
-        for session in sessions:
-            decoder = FrameDecoder()
-            for chunk in _chunks(session.stream, rng):
-                for command in decoder.feed(chunk):
-                    per_code[command.code_name] += 1
-                    languages[command.language.name] += 1
-                    samples.setdefault(command.code_name, (session.name, command))
-                    for serialize_type in SerializeType:
-                        if decode_frame(encode_frame(command, serialize_type)) != command:
-                            raise AssertionError(f"round trip changed {command.describe()}")
-                    round_trips += 2
-                progress.advance(task, len(chunk))
-            if decoder.buffered:
-                raise AssertionError(f"{session.name}: {decoder.buffered} bytes left over")
+    full = (OrderState.CREATE, OrderState.PAY, OrderState.SHIP, OrderState.COMPLETE)
+    orders = []
+    for index in range(count):
+        amount = rng.randint(500, 50_000)
+        roll = rng.random()
+        if roll < cancel_ratio / 2:
+            steps: tuple[OrderState, ...] = (OrderState.CREATE, OrderState.CANCEL)
+        elif roll < cancel_ratio:
+            steps = (OrderState.CREATE, OrderState.PAY, OrderState.CANCEL)
+        else:
+            steps = full
+        orders.append(PlannedOrder(f"order-{index:07d}", amount, steps))
+    return orders
 
-    table = Table(title="One decoded request per code (typed header fields, decoded body)")
-    table.add_column("code")
-    table.add_column("n", justify="right")
-    table.add_column("from")
-    table.add_column("lang")
-    table.add_column("decoded")
-    for name, count in per_code.most_common():
-        session_name, command = samples[name]
-        table.add_row(f"{name} ({command.code})", str(count), session_name, command.language.name, _describe(command))
+
+@dataclass(slots=True, frozen=True)
+class DemoSettings:
+    """Everything `run_demo` takes (the CLI's flags)."""
+
+    orders: int = DEFAULT_ORDERS
+    queues: int = 4
+    producer_threads: int = 4
+    open_orders: int = 32
+    cancel_ratio: float = 0.2
+    rate: float = 0.0
+    trigger_seconds: float = 1.0
+    max_per_batch: int = 20_000
+    timeout: float = 600.0
+    namesrv: str | None = None
+    output: Path | None = None
+    spark: bool = True
+    seed: int = 7
+
+    def __post_init__(self) -> None:
+        checks: list[tuple[str, object, float, float]] = [
+            ("orders", self.orders, 1, 10_000_000), ("queues", self.queues, 1, 1024),
+            ("producer_threads", self.producer_threads, 1, 256), ("open_orders", self.open_orders, 1, 100_000),
+            ("cancel_ratio", self.cancel_ratio, 0.0, 1.0), ("rate", self.rate, 0.0, 10_000_000.0),
+            ("trigger_seconds", self.trigger_seconds, 0.0, 3600.0), ("max_per_batch", self.max_per_batch, 1, 1 << 31),
+            ("timeout", self.timeout, 1.0, 86_400.0),
+        ]
+        for name, value, low, high in checks:
+            if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
+                raise DemoError(f"{name} must be a number in {low}..{high}, got {value!r}")
+
+
+# ---------------------------------------------------------------------------------------------- counters
+
+
+@dataclass(slots=True)
+class Meter:
+    """A thread-safe count with the times of its first and last increment (monotonic seconds)."""
+
+    count: int = 0
+    first: float | None = None
+    last: float | None = None
+    _lock: threading.Lock = field(default_factory=threading.Lock, repr=False)
+
+    def add(self, amount: int = 1) -> None:
+        now = time.monotonic()
+        with self._lock:
+            self.count += amount
+            if self.first is None:
+                self.first = now
+            self.last = now
+
+    def rate(self, since: float | None = None) -> float:
+        """Per second between ``since`` (default: the first increment) and the last increment."""
+        start = self.first if since is None else since
+        if start is None or self.last is None or self.last <= start:
+            return 0.0
+        return self.count / (self.last - start)
+
+
+class OrderProducer:
+    """Producer threads, each owning a share of the orders and keeping ``open_orders`` of them in
+    flight at once (their events interleave in the queues, each order's in order)."""
+
+    def __init__(self, producer: Producer, topic: str, orders: Sequence[PlannedOrder], *, threads: int,
+                 open_orders: int, rate: float, seed: int) -> None:
+        self.producer = producer
+        self.topic = topic
+        self.orders = orders
+        self.threads = threads
+        self.open_orders = open_orders
+        self.rate = rate
+        self.seed = seed
+        self.sent = Meter()
+        self.failed = 0
+        self.errors: list[str] = []
+        self.started_at: float | None = None
+        self.started_wall = 0.0
+        self.finished = threading.Event()
+        self._lock = threading.Lock()
+        self._running = 0
+
+    def start(self) -> None:
+        self.started_at = time.monotonic()
+        self.started_wall = time.time()
+        self._running = self.threads
+        for index in range(self.threads):
+            share = self.orders[index :: self.threads]
+            threading.Thread(target=self._run, args=(index, share), name=f"demo-producer-{index}", daemon=True).start()
+
+    def _run(self, index: int, orders: Sequence[PlannedOrder]) -> None:
+        rng = random.Random(self.seed * 1000 + index)
+        interval = self.threads / self.rate if self.rate > 0 else 0.0
+        next_send = time.monotonic()
+        waiting = list(reversed(orders))
+        active: list[tuple[PlannedOrder, int]] = []
+        try:
+            while waiting or active:
+                while waiting and len(active) < self.open_orders:
+                    active.append((waiting.pop(), 0))
+                slot = rng.randrange(len(active))
+                order, step = active[slot]
+                if interval:
+                    next_send += interval
+                    delay = next_send - time.monotonic()
+                    if delay > 0:
+                        time.sleep(delay)
+                self._send(order, step)
+                if step + 1 < len(order.steps):
+                    active[slot] = (order, step + 1)
+                else:
+                    active[slot] = active[-1]
+                    active.pop()
+        finally:
+            with self._lock:
+                self._running -= 1
+                if self._running == 0:
+                    self.finished.set()
+
+    def _send(self, order: PlannedOrder, step: int) -> None:
+        state = order.steps[step]
+        message = Message(self.topic, order.body(step, int(time.time() * 1000)), tags=state.value, keys=order.order_id)
+        for attempt in range(3):
+            try:
+                result = self.producer.send(message, sharding_key=order.order_id)
+            except MQError as exc:
+                error = f"{order.order_id} {state}: {exc}"
+                time.sleep(0.2 * (attempt + 1))
+                continue
+            if result.send_status is SendStatus.SEND_OK:
+                self.sent.add()
+                return
+            error = f"{order.order_id} {state}: {result.send_status.name}"
+            break
+        with self._lock:
+            self.failed += 1
+            if len(self.errors) < 5:
+                self.errors.append(error)
+
+
+class OrderChecker:
+    """The orderly listener: every order's events must follow `ALLOWED_NEXT`, step by step."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._seen: set[str] = set()
+        self.states: dict[str, OrderState] = {}
+        self._steps: dict[str, int] = {}
+        self.consumed = Meter()
+        self.duplicates = 0
+        self.violations = 0
+        self.examples: list[str] = []
+
+    def __call__(self, messages: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        with self._lock:
+            fresh = sum(self._check(message) for message in messages)
+        if fresh:
+            self.consumed.add(fresh)
+        return ConsumeOrderlyStatus.SUCCESS
+
+    def _check(self, message: MessageExt) -> int:
+        msg_id = message.client_msg_id
+        if msg_id in self._seen:
+            self.duplicates += 1
+            return 0
+        self._seen.add(msg_id)
+        where = f"queue {message.queue_id} offset {message.queue_offset}"
+        try:
+            event = orjson.loads(message.body)
+            order_id = str(event["order_id"])
+            state = OrderState(event["state"])
+            step = int(event["step"])
+        except (orjson.JSONDecodeError, KeyError, ValueError, TypeError) as exc:
+            self._violation(f"{where}: undecodable order event ({exc})")
+            return 1
+        if message.keys != order_id or message.tags != state.value:
+            self._violation(f"{where}: keys/tags {message.keys!r}/{message.tags!r} do not match {order_id} {state}")
+        previous = self.states.get(order_id)
+        expected_step = self._steps.get(order_id, -1) + 1
+        if state not in ALLOWED_NEXT.get(previous, frozenset()) or step != expected_step:
+            self._violation(f"{order_id}: {previous or 'new'} -> {state} (step {step}, expected {expected_step}) "
+                            f"at {where}")
+        self.states[order_id] = state
+        self._steps[order_id] = step
+        return 1
+
+    def _violation(self, text: str) -> None:
+        self.violations += 1
+        if len(self.examples) < 5:
+            self.examples.append(text)
+
+
+class BrokerView:
+    """The admin calls the demo makes: topic creation, max offsets, group lag, offset commits."""
+
+    def __init__(self, instance: ClientInstance, topic: str) -> None:
+        self.instance = instance
+        self.topic = topic
+
+    def create_topic(self, queues: int, timeout: float = 15.0) -> None:
+        """Create the topic on every master of the cluster and wait for its route."""
+        api = self.instance.api
+        cluster = self.instance.run(api.get_broker_cluster_info())
+        masters = sorted(data.master_addr for data in cluster.broker_addr_table.values() if data.master_addr)
+        if not masters:
+            raise DemoError("the name server knows no broker master; start one (rocketflow broker -n ...)")
+        for addr in masters:
+            self.instance.run(api.create_topic(addr, TopicConfig(self.topic, queues, queues)))
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            route = self.instance.run(api.get_topic_route(self.topic))
+            if route is not None and sum(queue.read_queue_nums for queue in route.queue_datas) >= queues * len(masters):
+                self.instance.run(self.instance.update_topic_route(self.topic))
+                return
+            time.sleep(0.1)
+        raise DemoError(f"topic {self.topic} got no route from the name server within {timeout:.0f} s")
+
+    def _masters(self) -> list[tuple[str, str]]:
+        route = self.instance.topic_route(self.topic)
+        if route is None:
+            return []
+        return [(data.broker_name, data.master_addr) for data in route.broker_datas if data.master_addr]
+
+    def max_offsets(self) -> dict[tuple[str, int], int]:
+        """Each queue's max offset (messages stored) by (broker name, queue id)."""
+        offsets = {}
+        for _, addr in self._masters():
+            stats = self.instance.run(self.instance.api.get_topic_stats(addr, self.topic))
+            for queue, offset in stats.offset_table.items():
+                offsets[(queue.broker_name, queue.queue_id)] = offset.max_offset
+        return offsets
+
+    def group_lag(self, group: str) -> int | None:
+        """The group's total lag on the topic as the broker sees it (None if it committed nothing)."""
+        total = 0
+        found = False
+        for _, addr in self._masters():
+            try:
+                stats = self.instance.run(self.instance.api.get_consume_stats(addr, group, self.topic))
+            except MQBrokerError:
+                continue
+            if stats.offset_table:
+                found = True
+                total += stats.compute_total_diff()
+        return total if found else None
+
+    def commit(self, group: str, offsets: dict[tuple[str, int], int]) -> None:
+        masters = dict(self._masters())
+        for (broker_name, queue_id), offset in offsets.items():
+            addr = masters.get(broker_name)
+            if addr is not None:
+                queue = MessageQueue(self.topic, broker_name, queue_id)
+                self.instance.run(self.instance.api.update_consumer_offset(addr, group, queue, offset))
+
+
+# ---------------------------------------------------------------------------------------------- the run
+
+
+@dataclass(slots=True, frozen=True)
+class Sample:
+    """The run's counters at one moment (seconds since the producer started)."""
+
+    at: float
+    sent: int
+    consumed: int
+    spark_rows: int
+    stored: int
+    spark_end: int
+
+
+@dataclass(slots=True)
+class DemoResult:
+    """What `run_demo` found; ``ok`` decides the exit code."""
+
+    topic: str
+    output: Path
+    orders: int
+    expected_messages: int
+    expected_revenue_cents: int
+    sent: int = 0
+    send_failures: int = 0
+    consumed: int = 0
+    duplicates: int = 0
+    violations: int = 0
+    wrong_final_states: int = 0
+    consumer_group_lag: int | None = None
+    spark_rows: int | None = None
+    spark_distinct: int | None = None
+    spark_revenue_cents: int | None = None
+    spark_batches: int | None = None
+    spark_queue_lag: int | None = None
+    spark_group_lag_from_source: int | None = None
+    spark_group_lag: int | None = None
+    producer_rate: float = 0.0
+    consumer_rate: float = 0.0
+    spark_rate: float = 0.0
+    seconds: float = 0.0
+    problems: list[str] = field(default_factory=list)
+    files: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def ok(self) -> bool:
+        return not self.problems
+
+
+def _default_output() -> Path:
+    return Path.cwd() / "rocketflow-demo" / time.strftime("run-%Y%m%d-%H%M%S")
+
+
+def _prepare_output(output: Path) -> Path:
+    output = output.expanduser().resolve()
+    if output.exists() and (not output.is_dir() or any(output.iterdir())):
+        raise DemoError(f"output directory {output} exists and is not empty; choose another with --output")
+    try:
+        output.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise DemoError(f"cannot create output directory {output}: {exc}") from None
+    return output
+
+
+def _check_spark_installed() -> None:
+    try:
+        import pyarrow  # type: ignore[import-untyped]  # noqa: F401
+        import pyspark  # noqa: F401
+    except ImportError as exc:
+        raise DemoError(f"the Spark part needs the spark extra ({exc}): pip install 'rocketflow[spark,demo]', "
+                        "or run with --no-spark") from None
+
+
+def run_demo(settings: DemoSettings, console: Console | None = None) -> DemoResult:
+    """Run the whole pipeline once; prints progress and a summary, returns what it found."""
+    console = console or Console()
+    if settings.spark:
+        _check_spark_installed()
+    output = _prepare_output(settings.output or _default_output())
+    run_id = uuid.uuid4().hex[:8]
+    topic = f"DemoOrders_{run_id}"
+    checker_group = f"demo_order_checker_{run_id}"
+    spark_group = f"demo_spark_{run_id}"
+    orders = plan_orders(settings.orders, seed=settings.seed, cancel_ratio=settings.cancel_ratio)
+    result = DemoResult(topic, output, len(orders), sum(len(order.steps) for order in orders),
+                        sum(order.revenue_cents for order in orders))
+
+    cluster: DevCluster | None = None
+    namesrv = settings.namesrv
+    if namesrv is None:
+        console.print("starting the embedded name server and broker (temporary store) ...")
+        cluster = DevCluster.start_in_thread()
+        namesrv = cluster.namesrv_addr
+    producer: Producer | None = None
+    consumer: PushConsumer | None = None
+    pipeline: SparkPipeline | None = None
+    try:
+        producer = Producer(f"demo_order_producer_{run_id}", namesrv=namesrv)
+        try:
+            producer.start()
+            view = BrokerView(producer.instance, topic)
+            view.create_topic(settings.queues)
+        except MQError as exc:
+            raise DemoError(f"cannot reach the cluster of name server {namesrv}: {exc}") from None
+        console.print(f"namesrv [bold]{namesrv}[/bold], topic [bold]{topic}[/bold] ({settings.queues} queues per "
+                      f"broker), groups {checker_group} (orderly checker) and {spark_group} (Spark); "
+                      f"{len(orders)} orders = {result.expected_messages} messages")
+
+        if settings.spark:
+            from rocketflow.cli.demo_spark import SparkPipeline
+
+            warm_up_topic = f"{topic}_warmup"
+            BrokerView(producer.instance, warm_up_topic).create_topic(2)
+            warm_up_order = PlannedOrder("warm-up", 100, (OrderState.CREATE,))
+            producer.send_batch([Message(warm_up_topic, warm_up_order.body(0, int(time.time() * 1000)))
+                                 for _ in range(4)])
+            pipeline = SparkPipeline(namesrv=namesrv, topic=topic, group=spark_group, output=output,
+                                     trigger_seconds=settings.trigger_seconds, max_per_batch=settings.max_per_batch,
+                                     broker_offsets=view.max_offsets, warm_up_topic=warm_up_topic)
+            pipeline.start_in_background()
+
+        checker = OrderChecker()
+        consumer = PushConsumer(checker_group, namesrv=namesrv, consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET,
+                                consume_message_batch_max_size=16, pull_batch_size=64)
+        consumer.subscribe(topic, "*")
+        consumer.register_orderly_listener(checker)
+        consumer.start()
+        if pipeline is not None:
+            # the producer starts once the query runs, so Spark streams alongside it
+            with console.status("starting Spark (local[2]) and the streaming query ..."):
+                if not pipeline.ready.wait(settings.timeout):
+                    raise DemoError(f"Spark did not start within {settings.timeout:.0f} s (--timeout)")
+            if pipeline.error is not None:
+                raise DemoError(f"the Spark job did not start: {pipeline.query_failure()}")
+
+        order_producer = OrderProducer(producer, topic, orders, threads=settings.producer_threads,
+                                       open_orders=settings.open_orders, rate=settings.rate, seed=settings.seed)
+        order_producer.start()
+        assert order_producer.started_at is not None
+        samples = _watch(console, settings, result, order_producer, checker, pipeline, view)
+
+        # the results
+        consumer.shutdown()  # persists the checker group's offsets
+        planned_final = {order.order_id: order.steps[-1] for order in orders}
+        result.sent = order_producer.sent.count
+        result.send_failures = order_producer.failed
+        result.consumed = checker.consumed.count
+        result.duplicates = checker.duplicates
+        result.violations = checker.violations
+        result.wrong_final_states = sum(1 for order_id, state in planned_final.items()
+                                        if checker.states.get(order_id) is not state)
+        result.producer_rate = order_producer.sent.rate(order_producer.started_at)
+        result.consumer_rate = checker.consumed.rate(order_producer.started_at)
+        result.consumer_group_lag = view.group_lag(checker_group)
+        result.seconds = time.monotonic() - order_producer.started_at
+        lag_samples: list[LagSample] = []
+        batches: list[BatchRecord] = []
+        if pipeline is not None:
+            _finish_spark(console, pipeline, view, spark_group, result)
+            lag_samples = list(pipeline.lag_samples)
+            batches = pipeline.batches
+        _judge(result, order_producer, checker)
+        _write_outputs(console, result, samples, lag_samples, batches, order_producer.started_wall)
+        _print_summary(console, result, pipeline)
+        return result
+    finally:
+        if consumer is not None:
+            consumer.shutdown()
+        if pipeline is not None:
+            pipeline.stop_query()
+            pipeline.stop_session()
+        if producer is not None:
+            producer.shutdown()
+        shutdown_all()
+        if cluster is not None:
+            cluster.close()
+
+
+def _watch(console: Console, settings: DemoSettings, result: DemoResult, order_producer: OrderProducer,
+           checker: OrderChecker, pipeline: SparkPipeline | None, view: BrokerView) -> list[Sample]:
+    """Show progress until everything is consumed and processed (or the run stalls or times out)."""
+    assert order_producer.started_at is not None
+    started = order_producer.started_at
+    expected = result.expected_messages
+    samples: list[Sample] = []
+    columns = (TextColumn("{task.description:>14}"), BarColumn(), MofNCompleteColumn(), TaskProgressColumn(),
+               TextColumn("{task.fields[info]}"), TimeElapsedColumn())
+    last_progress = (time.monotonic(), -1)
+    next_sample = 0.0
+    with Progress(*columns, console=console, refresh_per_second=8) as progress:
+        sent_task = progress.add_task("sent", total=expected, info="")
+        consumed_task = progress.add_task("consumed", total=expected, info="")
+        spark_task = progress.add_task("Spark rows", total=expected, info="", visible=pipeline is not None)
+        while True:
+            now = time.monotonic()
+            sent, consumed = order_producer.sent.count, checker.consumed.count
+            spark_rows = pipeline.rows if pipeline is not None else 0
+            progress.update(sent_task, completed=sent, info=f"{order_producer.sent.rate(started):,.0f} msg/s")
+            progress.update(consumed_task, completed=consumed,
+                            info=f"{checker.violations} violations, {checker.duplicates} duplicates")
+            if pipeline is not None:
+                progress.update(spark_task, completed=spark_rows, info=pipeline.status)
+            if now >= next_sample:
+                next_sample = now + 1.0
+                stored = view.max_offsets()
+                spark_end = pipeline.end_offset_total() if pipeline is not None else 0
+                samples.append(Sample(now - started, sent, consumed, spark_rows, sum(stored.values()), spark_end))
+                done_producing = order_producer.finished.is_set()
+                caught_up = pipeline is None or pipeline.caught_up(stored)
+                if done_producing and consumed >= sent and sum(stored.values()) >= sent and caught_up:
+                    break
+            failure = pipeline.query_failure() if pipeline is not None else None
+            if failure is not None:
+                result.problems.append(f"the Spark job failed: {failure}")
+                break
+            position = sent + consumed + spark_rows
+            if position != last_progress[1]:
+                last_progress = (now, position)
+            elif (order_producer.finished.is_set() and (pipeline is None or pipeline.batches)
+                  and now - last_progress[0] > STALL_TIMEOUT):
+                result.problems.append(f"no progress for {STALL_TIMEOUT:.0f} s: stopped waiting")
+                break
+            if now - started > settings.timeout:
+                result.problems.append(f"timed out after {settings.timeout:.0f} s (--timeout)")
+                break
+            time.sleep(0.125)
+    return samples
+
+
+def _finish_spark(console: Console, pipeline: SparkPipeline, view: BrokerView, group: str, result: DemoResult) -> None:
+    console.print("stopping the streaming query, writing the per-minute and lag tables ...")
+    pipeline.stop_query()
+    batches = pipeline.batches
+    rows = sum(batch.rows for batch in batches)
+    result.spark_batches = len(batches)
+    busy = sum(batch.finished - batch.started for batch in batches)
+    result.spark_rate = rows / busy if busy > 0 else 0.0
+    totals: SparkTotals = pipeline.finish()
+    result.spark_rows = totals.rows
+    result.spark_distinct = totals.distinct_msg_ids
+    result.spark_revenue_cents = totals.revenue_cents
+    stored = view.max_offsets()
+    result.spark_queue_lag = sum(max(0, offset - pipeline.end_offsets.get(queue, 0))
+                                 for queue, offset in stored.items())
+    # Spark commits batch N's offsets only after planning batch N+1, never the last batch's: show what
+    # the source left at the broker, then commit the final end offsets so the group ends at lag 0.
+    result.spark_group_lag_from_source = view.group_lag(group)
+    try:
+        view.commit(group, dict(pipeline.end_offsets))
+        result.spark_group_lag = view.group_lag(group)
+    except MQError as exc:
+        logger.warning("committing the Spark group's final offsets failed: %s", exc)
+
+
+def _judge(result: DemoResult, order_producer: OrderProducer, checker: OrderChecker) -> None:
+    problems = result.problems
+    if result.send_failures:
+        problems.append(f"{result.send_failures} sends failed, e.g. {order_producer.errors[:2]}")
+    if result.violations:
+        problems.append(f"{result.violations} state machine violations, e.g. {checker.examples[:3]}")
+    if result.consumed < result.expected_messages:
+        problems.append(f"the consumer got {result.consumed} of {result.expected_messages} messages")
+    if result.wrong_final_states:
+        problems.append(f"{result.wrong_final_states} orders did not end in their planned state")
+    if result.spark_rows is not None:
+        if result.spark_distinct is None or result.spark_distinct < result.expected_messages:
+            problems.append(f"Spark wrote {result.spark_distinct} distinct messages of {result.expected_messages}")
+        if result.spark_revenue_cents != result.expected_revenue_cents:
+            problems.append(f"Spark's revenue {_money(result.spark_revenue_cents)} is not the expected "
+                            f"{_money(result.expected_revenue_cents)}")
+
+
+def _money(cents: int | None) -> str:
+    return "-" if cents is None else f"{cents / 100:,.2f}"
+
+
+def _write_outputs(console: Console, result: DemoResult, samples: list[Sample], lag_samples: list[LagSample],
+                   batches: list[BatchRecord], started_wall: float) -> None:
+    plot = result.output / "throughput_lag.png"
+    try:
+        write_plot(samples, lag_samples, plot, f"rocketflow demo: {result.orders} orders, "
+                                               f"{result.expected_messages} messages on {result.topic}",
+                   started_wall=started_wall)
+        result.files["plot"] = str(plot)
+    except ImportError:
+        console.print("[yellow]matplotlib is not installed: no plot (pip install 'rocketflow[demo]')[/yellow]")
+    for name in ("events", "orders_per_minute", "queue_lag"):
+        if (result.output / name).exists():
+            result.files[name] = str(result.output / name)
+    summary = result.output / "summary.json"
+    result.files["summary"] = str(summary)
+    data = {key: value for key, value in asdict(result).items() if key != "output"}
+    data.update(output=str(result.output), ok=result.ok)
+    summary.write_text(json.dumps(data, indent=2, default=str) + "\n")
+    timeline = {"samples": [asdict(sample) for sample in samples],
+                "spark_batches": [{**asdict(batch), "started": batch.started - started_wall,
+                                   "finished": batch.finished - started_wall} for batch in batches]}
+    (result.output / "timeline.json").write_text(json.dumps(timeline) + "\n")
+    result.files["timeline"] = str(result.output / "timeline.json")
+
+
+def write_plot(samples: Sequence[Sample], lag_samples: Sequence[LagSample], path: Path, title: str, *,
+               started_wall: float) -> None:
+    """Throughput (messages/s) and lag (messages) over the run, as a PNG (``started_wall``: the
+    producer's start, epoch seconds, to place the lag samples)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, (rate_axes, lag_axes) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    times = [sample.at for sample in samples]
+
+    def rates(values: list[int], window: int) -> list[float]:
+        out = []
+        for index in range(len(values)):
+            low = max(0, index - window)
+            span = times[index] - times[low]
+            out.append((values[index] - values[low]) / span if span > 0 else 0.0)
+        return out
+
+    # Spark's rows arrive a micro-batch at a time: its rate is averaged over a longer window
+    series: list[tuple[str, list[int], int, dict[str, Any]]] = [
+        ("producer (sent)", [s.sent for s in samples], 2, {"linewidth": 3.5, "alpha": 0.45}),
+        ("orderly consumer", [s.consumed for s in samples], 2, {"linewidth": 1.5}),
+    ]
+    if lag_samples:
+        series.append(("Spark (rows, 5 s average)", [s.spark_rows for s in samples], 5, {"linewidth": 1.5}))
+    for label, values, window, style in series:
+        rate_axes.plot(times, rates(values, window), label=label, **style)
+    rate_axes.set_ylabel("messages / s")
+    rate_axes.set_title(title)
+    rate_axes.grid(alpha=0.3)
+    rate_axes.legend(loc="upper right")
+
+    lag_axes.plot(times, [max(0, s.stored - s.consumed) for s in samples], label="orderly consumer (total)",
+                  linewidth=1.8, color="tab:orange")
+    if lag_samples:
+        lag_axes.plot(times, [max(0, s.stored - s.spark_end) for s in samples], label="Spark (total)",
+                      linewidth=1.8, color="tab:green")
+        by_queue: dict[tuple[str, int], list[LagSample]] = {}
+        for lag in lag_samples:
+            by_queue.setdefault((lag.broker, lag.queue_id), []).append(lag)
+        for (broker, queue_id), points in sorted(by_queue.items()):
+            lag_axes.plot([point.at - started_wall for point in points], [point.lag for point in points],
+                          linewidth=0.8, linestyle="--", marker=".",
+                          label=f"Spark {broker}:{queue_id} (after each batch)")
+    lag_axes.set_ylabel("lag (messages)")
+    lag_axes.set_xlabel("seconds since the producer started")
+    lag_axes.grid(alpha=0.3)
+    lag_axes.legend(loc="upper right", fontsize="small", ncol=2)
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+
+
+def _print_summary(console: Console, result: DemoResult, pipeline: SparkPipeline | None) -> None:
+    def rate(value: float) -> str:
+        return f"{value:,.0f} msg/s"
+
+    def count(value: int | None) -> str:
+        return "-" if value is None else f"{value:,}"
+
+    table = Table(title=f"rocketflow demo: {result.orders:,} orders on {result.topic} in {result.seconds:.1f} s")
+    table.add_column("stage")
+    table.add_column("measure")
+    table.add_column("value", justify="right")
+    table.add_row("producer", "messages sent / expected", f"{result.sent:,} / {result.expected_messages:,}")
+    table.add_row("", "send failures", count(result.send_failures))
+    table.add_row("", "throughput", rate(result.producer_rate))
+    table.add_row("orderly consumer", "messages consumed", count(result.consumed))
+    table.add_row("", "state machine violations", count(result.violations))
+    table.add_row("", "duplicates", count(result.duplicates))
+    table.add_row("", "orders not in their planned final state", count(result.wrong_final_states))
+    table.add_row("", "group lag at the broker", count(result.consumer_group_lag))
+    table.add_row("", "throughput", rate(result.consumer_rate))
+    if result.spark_rows is not None:
+        table.add_row("Spark", "rows written (distinct message ids)",
+                      f"{result.spark_rows:,} ({count(result.spark_distinct)})")
+        table.add_row("", "micro-batches", count(result.spark_batches))
+        table.add_row("", "revenue (expected)",
+                      f"{_money(result.spark_revenue_cents)} ({_money(result.expected_revenue_cents)})")
+        table.add_row("", "lag: end offsets vs broker max offsets", count(result.spark_queue_lag))
+        table.add_row("", "group lag at the broker (as committed by the source)",
+                      count(result.spark_group_lag_from_source))
+        table.add_row("", "group lag at the broker (after the final commit)", count(result.spark_group_lag))
+        table.add_row("", "throughput (rows / time in batches)", rate(result.spark_rate))
     console.print(table)
-    console.print(
-        f"[green]{sum(per_code.values())} frames[/green] from {len(sessions)} sessions "
-        f"({total_bytes} bytes, fed in random chunks) decoded; languages "
-        f"{dict(languages)}; {round_trips} re-encodings (JSON and binary headers) decoded back identical."
-    )
-    _pull_response_demo(console)
+    if pipeline is not None:
+        minutes = pipeline.per_minute()
+        per_minute = Table(title="Spark: orders per minute (event time)")
+        for column in ("minute (UTC)", "events", "revenue", "created", "paid", "shipped", "completed", "cancelled"):
+            per_minute.add_column(column, justify="right")
+        for row in minutes[:10]:
+            per_minute.add_row(row["minute"].strftime("%H:%M"), f"{row['events']:,}", f"{row['revenue']:,}",
+                               *(f"{row[name]:,}" for name in ("created", "paid", "shipped", "completed",
+                                                                "cancelled")))
+        console.print(per_minute)
+    for name, path in result.files.items():
+        console.print(f"{name:>18}: {path}")
+    if result.ok:
+        console.print("[bold green]OK[/bold green]: every order followed its state machine, nothing was lost.")
+    else:
+        for problem in result.problems:
+            console.print(f"[bold red]FAILED[/bold red]: {problem}")
 
 
-__all__ = ["run_demo"]
+def configure_logging(console: Console, verbose: bool) -> None:
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING, format="%(name)s: %(message)s",
+                        handlers=[RichHandler(console=console, show_path=False)], force=True)
+
+
+def demo_main(settings: DemoSettings, *, verbose: bool = False) -> int:
+    """The CLI entry: run, print, return the exit code."""
+    console = Console()
+    configure_logging(console, verbose)
+    try:
+        result = run_demo(settings, console)
+    except DemoError as exc:
+        console.print(f"[bold red]error[/bold red]: {exc}", soft_wrap=True)
+        return 2
+    except MQError as exc:
+        console.print(f"[bold red]error[/bold red]: the cluster failed during the run: {exc}", soft_wrap=True)
+        return 1
+    return 0 if result.ok else 1
+
+
+__all__ = [
+    "ALLOWED_NEXT",
+    "DEFAULT_ORDERS",
+    "BrokerView",
+    "DemoError",
+    "DemoResult",
+    "DemoSettings",
+    "OrderChecker",
+    "OrderProducer",
+    "OrderState",
+    "PlannedOrder",
+    "demo_main",
+    "plan_orders",
+    "run_demo",
+    "write_plot",
+]

@@ -14,11 +14,64 @@ def cli() -> None:
 
 
 @cli.command()
-def demo() -> None:
-    """Run the main job on the embedded default."""
-    from rocketflow.cli.demo import run_demo
+@click.option("--orders", default=None, type=click.IntRange(1, 10_000_000),
+              help="Orders to send (each 2 to 4 messages)  [default: 5000, about a minute on 2 cores].")
+@click.option("--queues", default=4, show_default=True, type=click.IntRange(1, 1024), help="Queues of the topic.")
+@click.option("--producer-threads", default=4, show_default=True, type=click.IntRange(1, 256),
+              help="Sending threads (each owns a share of the orders).")
+@click.option("--open-orders", default=32, show_default=True, type=click.IntRange(1, 100_000),
+              help="Orders each producer thread keeps open at once (their events interleave).")
+@click.option("--cancel-ratio", default=0.2, show_default=True, type=click.FloatRange(0.0, 1.0),
+              help="Share of orders cancelled (half after create, half after pay).")
+@click.option("--rate", default=0.0, show_default=True, type=click.FloatRange(0.0),
+              help="Messages per second the producer sends at most (0 = as fast as it can).")
+@click.option("--trigger", "trigger_seconds", default=1.0, show_default=True, type=click.FloatRange(0.0, 3600.0),
+              help="Spark micro-batch interval, seconds.")
+@click.option("--max-per-batch", default=20_000, show_default=True, type=click.IntRange(1),
+              help="Spark's maxMessagesPerTrigger.")
+@click.option("--timeout", default=600.0, show_default=True, type=click.FloatRange(1.0),
+              help="Give up after this many seconds.")
+@click.option("-n", "--namesrv", default=None,
+              help="Use this cluster's name server instead of the embedded one (a new topic is created).")
+@click.option("-o", "--output", default=None, type=click.Path(file_okay=False),
+              help="Output directory (new or empty)  [default: ./rocketflow-demo/run-<time>].")
+@click.option("--no-spark", is_flag=True, help="Skip the Spark job (producer and orderly consumer only).")
+@click.option("--seed", default=7, show_default=True, type=int, help="Seed of the order plan.")
+@click.option("--codec", is_flag=True, help="Run the foundation-stage codec demo instead (same as codec-demo).")
+@click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
+def demo(orders: int | None, queues: int, producer_threads: int, open_orders: int, cancel_ratio: float, rate: float,
+         trigger_seconds: float, max_per_batch: int, timeout: float, namesrv: str | None, output: str | None,
+         no_spark: bool, seed: int, codec: bool, verbose: bool) -> None:
+    """Run the main job: orders through the broker to an orderly checker and a Spark streaming job.
 
-    run_demo()
+    On the embedded default (a name server and a broker in this process, temporary store) unless
+    --namesrv is given. Writes Parquet (events, orders per minute, per-queue lag), summary.json and
+    a throughput/lag PNG to the output directory. Exit code 1 if an order broke its state machine,
+    a message was lost or the revenue does not add up; 2 for bad settings.
+    """
+    if codec:
+        from rocketflow.cli.codec_demo import run_codec_demo
+
+        run_codec_demo()
+        return
+    from pathlib import Path
+
+    from rocketflow.cli.demo import DEFAULT_ORDERS, DemoSettings, demo_main
+
+    settings = DemoSettings(
+        orders=DEFAULT_ORDERS if orders is None else orders, queues=queues, producer_threads=producer_threads,
+        open_orders=open_orders, cancel_ratio=cancel_ratio, rate=rate, trigger_seconds=trigger_seconds,
+        max_per_batch=max_per_batch, timeout=timeout, namesrv=namesrv,
+        output=Path(output) if output is not None else None, spark=not no_spark, seed=seed)
+    raise SystemExit(demo_main(settings, verbose=verbose))
+
+
+@cli.command("codec-demo")
+def codec_demo() -> None:
+    """Decode real clients' captured frames with rocketflow's sans-IO codecs (the foundation-stage demo)."""
+    from rocketflow.cli.codec_demo import run_codec_demo
+
+    run_codec_demo()
 
 
 _SET_HELP = "Any broker setting as KEY=VALUE (RocketMQ camelCase or snake_case name); repeatable."
