@@ -523,7 +523,7 @@ _CPP_SCRIPT = textwrap.dedent("""
     body = b"x" * 100
     if mode == "produce":
         producer = Producer("bench_cpp_pg")
-        producer.set_name_server_address(namesrv)
+        producer.set_namesrv_addr(namesrv)
         producer.start()
         started = time.perf_counter()
         for i in range(count):
@@ -534,7 +534,7 @@ _CPP_SCRIPT = textwrap.dedent("""
         producer.shutdown()
     else:
         consumer = PushConsumer("bench_cpp_cg")
-        consumer.set_name_server_address(namesrv)
+        consumer.set_namesrv_addr(namesrv)
         consumer.set_thread_count(2)
         received = [0]
         done = threading.Event()

@@ -155,6 +155,19 @@ def cpp_client_install() -> CppClientInstall:
 # ============================================================================ client processes
 
 
+def _problem_lines(paths: list[Path], limit: int = 12) -> list[str]:
+    """The last ``limit`` warning/error lines of some log files (client and broker logs)."""
+    lines: list[str] = []
+    for path in paths:
+        try:
+            text = path.read_text("utf-8", errors="replace")
+        except OSError:
+            continue
+        lines += [line for line in text.splitlines()
+                  if any(word in line for word in ("ERROR", "WARN", "error", "Traceback", "exception"))]
+    return [line[:300] for line in lines[-limit:]]
+
+
 def _tail(path: Path, limit: int = 2000) -> str:
     try:
         data = path.read_bytes()
@@ -256,6 +269,11 @@ class ClientProcess:
         stderr = _tail(self.stderr_path, 1500).strip()
         if stderr:
             text += "\n  stderr tail: " + stderr.replace("\n", "\n    ")
+        if errors or self.process.poll() not in (None, 0):
+            # The C++ client logs under $HOME/logs/rocketmq-cpp; its warnings say why a send or pull failed.
+            problems = _problem_lines(sorted(self.work_dir.glob("logs/**/*.log*")))
+            if problems:
+                text += "\n  client log: " + "\n    ".join(problems)
         return text
 
 
@@ -468,6 +486,9 @@ def dev_cluster(tmp_path: Path) -> Iterator[DevCluster]:
             code = None
         reader.join(5.0)
         log_file.close()
+        # Shown by pytest only when the test failed: what the broker complained about meanwhile.
+        for line in _problem_lines([log_path], limit=30):
+            print(f"rocketflow dev: {line}")
     if cluster is not None and code != 0:
         pytest.fail(f"rocketflow dev did not stop cleanly on SIGTERM (exit {code}); log tail:\n{cluster.log_tail()}",
                     pytrace=False)

@@ -60,3 +60,29 @@ def test_groups_and_topics_are_separate() -> None:
     assert stats.totals("g1", "T").consume_ok_msgs == 4
     assert stats.totals("g2", "T").consume_ok_msgs == 1
     assert stats.consume_status("g3", "T").consume_ok_tps == 0
+
+
+def test_inc_consumed_matches_the_three_separate_recordings_across_folds() -> None:
+    """`inc_consumed` (one call per listener run) folds into the same windows as the three calls it replaces,
+    also when many samples of one second are folded together by a writer."""
+    clock_a, clock_b = Clock(), Clock()
+    combined, separate = ConsumerStats(clock_a), ConsumerStats(clock_b)
+    calls = ConsumerStats.FOLD_THRESHOLD * 3 + 7          # several writer-side folds plus a remainder
+    for index in range(calls):
+        ok, failed, rt = (index % 5), (index % 3 == 0), 1.0 + index % 4
+        combined.inc_consumed("g", "T", rt, ok, int(failed))
+        separate.inc_consume_rt("g", "T", rt)
+        separate.inc_consume_ok_tps("g", "T", ok)
+        separate.inc_consume_failed_tps("g", "T", int(failed))
+        if index % 97 == 0:
+            clock_a.now += 0.5
+            clock_b.now += 0.5
+    for clock in (clock_a, clock_b):
+        clock.now += 1
+    got, want = combined.consume_status("g", "T"), separate.consume_status("g", "T")
+    assert got.consume_rt == pytest.approx(want.consume_rt)
+    assert got.consume_ok_tps == pytest.approx(want.consume_ok_tps)
+    assert got.consume_failed_tps == pytest.approx(want.consume_failed_tps)
+    assert got.consume_failed_msgs == want.consume_failed_msgs == sum(1 for i in range(calls) if i % 3 == 0)
+    assert combined.totals("g", "T").consume_ok_msgs == sum(i % 5 for i in range(calls))
+    assert combined.totals("g", "T") == separate.totals("g", "T")

@@ -145,7 +145,10 @@ class ConsumeMessageService(ABC):
         self._stopped = False
         self._executor: ConsumeThreadPool | None = None
         self._active = 0
-        self._idle = threading.Condition()
+        # A plain lock (C-level ``with``) for the per-call counter; the condition on it only for waiters.
+        self._active_lock = threading.Lock()
+        self._idle = threading.Condition(self._active_lock)
+        self._idle_waiters = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._background: set[asyncio.Task[Any]] = set()
         self._semaphore: asyncio.Semaphore | None = None
@@ -200,11 +203,15 @@ class ConsumeMessageService(ABC):
         """Wait (not on the loop) until no listener call runs; False after ``timeout`` seconds."""
         deadline = time.monotonic() + timeout
         with self._idle:
-            while self._active:
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    return False
-                self._idle.wait(remaining)
+            self._idle_waiters += 1
+            try:
+                while self._active:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        return False
+                    self._idle.wait(remaining)
+            finally:
+                self._idle_waiters -= 1
         if self.is_async and self._tasks:
             instance = self.consumer.instance
             remaining = max(0.0, deadline - time.monotonic())
@@ -240,7 +247,8 @@ class ConsumeMessageService(ABC):
             logger.debug("%s: consume pool is shut down; request dropped", self.group)
 
     def _guarded(self, fn: Callable[..., None], *args: Any) -> None:
-        with self._idle:
+        lock = self._active_lock
+        with lock:
             self._active += 1
         try:
             if not self._stopped:
@@ -248,9 +256,9 @@ class ConsumeMessageService(ABC):
         except Exception:
             logger.exception("%s: consume request failed", self.group)
         finally:
-            with self._idle:
+            with lock:
                 self._active -= 1
-                if not self._active:
+                if not self._active and self._idle_waiters:
                     self._idle.notify_all()
 
     def _run_task(self, coro: Awaitable[None]) -> None:
@@ -428,11 +436,12 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             error = exc
             logger.warning("%s: concurrent listener raised for %s (%d messages)", self.group, mq, len(msgs),
                            exc_info=True)
-        status = self._after_listener(request, result, error, begin, hook_context)
+        status, consume_rt = self._after_listener(request, result, error, begin, hook_context)
         if pq.dropped:
+            self.consumer.consumer_stats.inc_consume_rt(self.group, mq.topic, consume_rt)
             logger.info("%s: %s was dropped while consuming; result ignored", self.group, mq)
             return
-        to_send_back = self._acknowledge(status, context, request)
+        to_send_back = self._acknowledge(status, context, request, consume_rt)
         failed = [msg for msg in to_send_back if not self._send_back_blocking(msg, context, mq)]
         self._finish(request, failed)
 
@@ -453,18 +462,20 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             error = exc
             logger.warning("%s: concurrent listener raised for %s (%d messages)", self.group, mq, len(msgs),
                            exc_info=True)
-        status = self._after_listener(request, result, error, begin, hook_context)
+        status, consume_rt = self._after_listener(request, result, error, begin, hook_context)
         if pq.dropped:
+            self.consumer.consumer_stats.inc_consume_rt(self.group, mq.topic, consume_rt)
             logger.info("%s: %s was dropped while consuming; result ignored", self.group, mq)
             return
         failed = []
-        for msg in self._acknowledge(status, context, request):
+        for msg in self._acknowledge(status, context, request, consume_rt):
             if not await self._send_back(msg, context, mq):
                 failed.append(msg)
         self._finish(request, failed)
 
     def _after_listener(self, request: ConsumeRequest, result: object, error: BaseException | None, begin: float,
-                        hook_context: ConsumeMessageContext | None) -> ConsumeConcurrentlyStatus:
+                        hook_context: ConsumeMessageContext | None) -> tuple[ConsumeConcurrentlyStatus, float]:
+        """The status to act on and the consume RT in ms (recorded by the caller with the outcome)."""
         status: ConsumeConcurrentlyStatus | None
         status, type_error = self.check_listener_result(result, ConsumeConcurrentlyStatus)
         error = error or type_error
@@ -483,18 +494,18 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
                                request.message_queue)
             status = ConsumeConcurrentlyStatus.RECONSUME_LATER
         self.hooks_after(hook_context, status.name, status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS, return_type)
-        self.consumer.consumer_stats.inc_consume_rt(self.group, request.message_queue.topic, consume_rt)
-        return status
+        return status, consume_rt
 
     def _acknowledge(self, status: ConsumeConcurrentlyStatus, context: ConsumeConcurrentlyContext,
-                     request: ConsumeRequest) -> list[MessageExt]:
-        """Count the outcome; return the messages to send back (clustering)."""
+                     request: ConsumeRequest, consume_rt: float) -> list[MessageExt]:
+        """Count the outcome (with the consume RT); return the messages to send back (clustering)."""
         msgs = request.msgs
         size = len(msgs)
-        if not size:
-            return []
         stats = self.consumer.consumer_stats
         topic = request.message_queue.topic
+        if not size:
+            stats.inc_consume_rt(self.group, topic, consume_rt)
+            return []
         if status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
             ack_index = context.ack_index
             if isinstance(ack_index, bool) or not isinstance(ack_index, int):
@@ -503,10 +514,10 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
                 ack_index = -1
             ack_index = max(-1, min(ack_index, size - 1))
             ok = ack_index + 1
-            stats.inc_consume_ok_tps(self.group, topic, ok)
-            stats.inc_consume_failed_tps(self.group, topic, size - ok)
+            stats.inc_consumed(self.group, topic, consume_rt, ok, size - ok)
         else:
             ack_index = -1
+            stats.inc_consume_rt(self.group, topic, consume_rt)
             stats.inc_consume_failed_tps(self.group, topic, size)
         failed = msgs[ack_index + 1:]
         if not failed:

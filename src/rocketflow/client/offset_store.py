@@ -77,11 +77,26 @@ class OffsetStore(Protocol):
         """Commit ``offset`` of ``mq`` to its broker (no-op for the local store)."""
 
 
+class _OffsetCell:
+    """One queue's in-memory offset and the lock its compare-and-set takes."""
+
+    __slots__ = ("lock", "value")
+
+    def __init__(self, value: int) -> None:
+        self.value = value
+        self.lock = threading.Lock()
+
+
 class _MemoryTable:
-    """The thread-safe in-memory part both stores share."""
+    """The thread-safe in-memory part both stores share.
+
+    Every queue has its own cell and lock, so consume threads committing different queues do not
+    queue behind one lock (under the GIL a contended lock costs far more than the update). The
+    table's lock guards only adding and removing queues; reads take an offset as one attribute read.
+    """
 
     def __init__(self) -> None:
-        self._offsets: dict[MessageQueue, int] = {}
+        self._offsets: dict[MessageQueue, _OffsetCell] = {}
         self._lock = threading.Lock()
 
     def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:
@@ -89,14 +104,20 @@ class _MemoryTable:
             raise MQClientError(f"expected a MessageQueue, got {type(mq).__name__}")
         if isinstance(offset, bool) or not isinstance(offset, int):
             raise MQClientError(f"an offset must be an int, got {offset!r}")
-        with self._lock:
-            current = self._offsets.get(mq)
-            if current is None or not increase_only or offset > current:
-                self._offsets[mq] = offset
+        cell = self._offsets.get(mq)
+        if cell is None:
+            with self._lock:
+                cell = self._offsets.get(mq)
+                if cell is None:
+                    self._offsets[mq] = _OffsetCell(offset)
+                    return
+        with cell.lock:
+            if not increase_only or offset > cell.value:
+                cell.value = offset
 
     def memory_offset(self, mq: MessageQueue) -> int | None:
-        with self._lock:
-            return self._offsets.get(mq)
+        cell = self._offsets.get(mq)
+        return None if cell is None else cell.value
 
     def remove_offset(self, mq: MessageQueue) -> None:
         with self._lock:
@@ -104,7 +125,7 @@ class _MemoryTable:
 
     def clone_offset_table(self, topic: str | None = None) -> dict[MessageQueue, int]:
         with self._lock:
-            return {mq: offset for mq, offset in self._offsets.items() if not topic or mq.topic == topic}
+            return {mq: cell.value for mq, cell in self._offsets.items() if not topic or mq.topic == topic}
 
 
 class RemoteBrokerOffsetStore(_MemoryTable):

@@ -107,18 +107,22 @@ class ConsumeLock:
     blocking `acquire`: waiting there would stall the loop (a non-blocking try is fine).
     """
 
-    __slots__ = ("_cond", "_count", "_owner")
+    __slots__ = ("_cond", "_count", "_mutex", "_owner", "_waiters")
 
     #: How often a coroutine re-tries a held lock (it does not block the loop while waiting).
     ASYNC_POLL_MAX: Final = 0.005
 
     def __init__(self) -> None:
-        self._cond = threading.Condition(threading.Lock())
+        # ``with self._mutex`` is C-level (cheaper than entering the condition); the condition
+        # shares the mutex and is only notified when a thread waits in `acquire`.
+        self._mutex = threading.Lock()
+        self._cond = threading.Condition(self._mutex)
         self._owner: object = None
         self._count = 0
+        self._waiters = 0
 
     def _take(self, owner: object) -> bool:
-        # caller holds self._cond
+        # caller holds self._mutex
         if self._owner is None:
             self._owner = owner
             self._count = 1
@@ -131,26 +135,34 @@ class ConsumeLock:
     def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
         """Take the lock for the calling thread (waiting at most ``timeout`` s; -1 = no limit)."""
         owner = threading.get_ident()
-        with self._cond:
+        with self._mutex:
+            if self._owner is None:  # the common case, inlined
+                self._owner = owner
+                self._count = 1
+                return True
             if self._take(owner):
                 return True
             if not blocking:
                 return False
             deadline = None if timeout < 0 else time.monotonic() + timeout
-            while True:
-                remaining = None if deadline is None else deadline - time.monotonic()
-                if remaining is not None and remaining <= 0:
-                    return False
-                self._cond.wait(remaining)
-                if self._take(owner):
-                    return True
+            self._waiters += 1
+            try:
+                while True:
+                    remaining = None if deadline is None else deadline - time.monotonic()
+                    if remaining is not None and remaining <= 0:
+                        return False
+                    self._cond.wait(remaining)
+                    if self._take(owner):
+                        return True
+            finally:
+                self._waiters -= 1
 
     def try_acquire_for_task(self) -> bool:
         """Take the lock for the current asyncio task if it is free (or already the task's)."""
         task = asyncio.current_task()
         if task is None:
             raise RuntimeError("try_acquire_for_task() must be called from an asyncio task")
-        with self._cond:
+        with self._mutex:
             return self._take(task)
 
     async def acquire_async(self, timeout: float | None = None) -> bool:
@@ -173,7 +185,7 @@ class ConsumeLock:
 
     def release(self) -> None:
         """Release one level; the caller must be the owning thread or task (else `RuntimeError`)."""
-        with self._cond:
+        with self._mutex:
             owner = self._owner
             if owner is None:
                 raise RuntimeError("release of an unlocked ConsumeLock")
@@ -187,11 +199,12 @@ class ConsumeLock:
             self._count -= 1
             if self._count == 0:
                 self._owner = None
-                self._cond.notify()
+                if self._waiters:
+                    self._cond.notify()
 
     def locked(self) -> bool:
         """Whether anyone holds the lock."""
-        with self._cond:
+        with self._mutex:
             return self._owner is not None
 
     def __enter__(self) -> ConsumeLock:

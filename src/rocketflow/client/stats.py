@@ -43,14 +43,15 @@ class _Buckets:
         self._sums = [0.0] * size
         self._counts = [0] * size
 
-    def add(self, unit: int, value: float) -> None:
+    def add(self, unit: int, value: float, samples: int = 1) -> None:
+        """Add ``samples`` samples summing to ``value`` in ``unit``."""
         index = unit % self.size
         if self._stamps[index] != unit:
             self._stamps[index] = unit
             self._sums[index] = 0.0
             self._counts[index] = 0
         self._sums[index] += value
-        self._counts[index] += 1
+        self._counts[index] += samples
 
     def totals(self, unit: int, span: int) -> tuple[float, int]:
         """Sum and sample count of the units ``unit - span + 1 .. unit``."""
@@ -74,12 +75,12 @@ class _Series:
         self.total = 0.0
         self.total_samples = 0
 
-    def add(self, now: float, value: float) -> None:
-        second = int(now)
-        self.minutes.add(second, value)
-        self.hours.add(second // 60, value)
+    def add(self, second: int, value: float, samples: int = 1) -> None:
+        """Add ``samples`` samples summing to ``value``, all taken in ``second``."""
+        self.minutes.add(second, value, samples)
+        self.hours.add(second // 60, value, samples)
         self.total += value
-        self.total_samples += 1
+        self.total_samples += samples
 
     def last_minute(self, now: float) -> tuple[float, int, float]:
         """(sum, samples, seconds covered) of the last minute."""
@@ -109,6 +110,8 @@ class ConsumerStats:
 
     Recording only appends to a deque (atomic, no lock: consume threads never queue behind each
     other here); samples are folded into the windows by readers, or by a writer once many piled up.
+    Folding sums the samples of each series and second first, so a window is touched once per
+    second and series, not once per sample.
     """
 
     #: Fold pending samples once this many are waiting.
@@ -119,11 +122,17 @@ class ConsumerStats:
         self._lock = threading.Lock()
         self._series: dict[tuple[StatsKind, str, str], _Series] = {}
         self._pending: deque[tuple[StatsKind, str, str, float, float]] = deque()
+        #: One listener call each: (group, topic, time, consume RT in ms, messages OK, messages failed).
+        self._pending_consumed: deque[tuple[str, str, float, float, int, int]] = deque()
 
     def _add(self, kind: StatsKind, group: str, topic: str, value: float) -> None:
         pending = self._pending
         pending.append((kind, group, topic, self._clock(), value))
-        if len(pending) >= self.FOLD_THRESHOLD and self._lock.acquire(blocking=False):
+        if len(pending) >= self.FOLD_THRESHOLD:
+            self._fold_by_writer()
+
+    def _fold_by_writer(self) -> None:
+        if self._lock.acquire(blocking=False):
             try:
                 self._fold()
             finally:
@@ -131,18 +140,46 @@ class ConsumerStats:
 
     def _fold(self) -> None:
         # caller holds self._lock
+        # (kind, group, topic, second) -> [sum, samples, time of the first sample]
+        sums: dict[tuple[StatsKind, str, str, int], list[float]] = {}
         pending = self._pending
-        series_table = self._series
+        popleft = pending.popleft
         while pending:
             try:
-                kind, group, topic, at, value = pending.popleft()
+                kind, group, topic, at, value = popleft()
             except IndexError:
                 break
-            key = (kind, group, topic)
-            series = series_table.get(key)
+            key = (kind, group, topic, int(at))
+            slot = sums.get(key)
+            if slot is None:
+                sums[key] = [value, 1, at]
+            else:
+                slot[0] += value
+                slot[1] += 1
+        consumed = self._pending_consumed
+        popleft_consumed = consumed.popleft
+        rt_kind, ok_kind, failed_kind = StatsKind.CONSUME_RT, StatsKind.CONSUME_OK_TPS, StatsKind.CONSUME_FAILED_TPS
+        while consumed:
+            try:
+                group, topic, at, rt, ok, failed = popleft_consumed()
+            except IndexError:
+                break
+            second = int(at)
+            for key, value in (((rt_kind, group, topic, second), rt), ((ok_kind, group, topic, second), ok),
+                               ((failed_kind, group, topic, second), failed)):
+                slot = sums.get(key)
+                if slot is None:
+                    sums[key] = [value, 1, at]
+                else:
+                    slot[0] += value
+                    slot[1] += 1
+        series_table = self._series
+        for (kind, group, topic, second), (total, samples, first_at) in sums.items():
+            series_key = (kind, group, topic)
+            series = series_table.get(series_key)
             if series is None:
-                series = series_table[key] = _Series(at)
-            series.add(at, value)
+                series = series_table[series_key] = _Series(first_at)
+            series.add(second, total, int(samples))
 
     # ------------------------------------------------------------------ recording
 
@@ -160,6 +197,13 @@ class ConsumerStats:
 
     def inc_consume_failed_tps(self, group: str, topic: str, msgs: int) -> None:
         self._add(StatsKind.CONSUME_FAILED_TPS, group, topic, msgs)
+
+    def inc_consumed(self, group: str, topic: str, rt_ms: float, ok_msgs: int, failed_msgs: int) -> None:
+        """One listener call: `inc_consume_rt`, `inc_consume_ok_tps` and `inc_consume_failed_tps` in one go."""
+        pending = self._pending_consumed
+        pending.append((group, topic, self._clock(), rt_ms, ok_msgs, failed_msgs))
+        if len(pending) >= self.FOLD_THRESHOLD:
+            self._fold_by_writer()
 
     # ------------------------------------------------------------------ reading
 
