@@ -164,7 +164,7 @@ def _problem_lines(paths: list[Path], limit: int = 12) -> list[str]:
         except OSError:
             continue
         lines += [line for line in text.splitlines()
-                  if any(word in line for word in ("ERROR", "WARN", "error", "Traceback", "exception"))]
+                  if any(word in line.lower() for word in ("error", "warn", "traceback", "exception"))]
     return [line[:300] for line in lines[-limit:]]
 
 

@@ -20,6 +20,7 @@ import json
 import os
 import sys
 import threading
+import time
 from typing import Any
 
 from rocketmq.client import Message, Producer
@@ -58,6 +59,29 @@ def build_message(topic: str, spec: dict[str, Any]) -> Message:
     return message
 
 
+#: Application-level attempts per orderly send (see `send_orderly`).
+ORDERLY_ATTEMPTS = 10
+
+
+def send_orderly(producer: Producer, message: Message, arg: int, chooser: QueueChooser, index: int | None) -> Any:
+    """``send_orderly`` to the chosen queue, retried by the application on that same queue.
+
+    The C++ client's own retries (``retry_times``) go to *another* queue, which breaks key order, so
+    they are off. Retrying here matters because this client fails a send without ever writing it
+    when another of its threads holds its connection-table lock at that moment (its
+    ``try_lock_for`` gives up at once: "GetTransport ... get timed_mutex timeout" in its log), which
+    happens now and then on a loaded machine. Each retry is reported as a ``send_retry`` event."""
+    for attempt in range(1, ORDERLY_ATTEMPTS + 1):
+        try:
+            return producer.send_orderly(message, arg, retry_times=0, queue_selector=chooser)
+        except Exception as error:
+            if attempt == ORDERLY_ATTEMPTS:
+                raise
+            emit("send_retry", index=index, attempt=attempt, error=f"{type(error).__name__}: {error}"[:300])
+            time.sleep(0.02 * attempt)
+    raise AssertionError("unreachable")
+
+
 def wait_for_go(go: threading.Event) -> None:
     for line in sys.stdin:
         if line.strip() == "go":
@@ -73,7 +97,7 @@ def send_probes(producer: Producer, topic: str, go: threading.Event, interval: f
         while chooser.queue_count is None or queue_id < chooser.queue_count:
             body = f"probe {os.getpid()} {probe_round} {queue_id}"
             message = build_message(topic, {"body": body, "tags": PROBE_TAGS})
-            result = producer.send_orderly(message, queue_id, queue_selector=chooser)
+            result = send_orderly(producer, message, queue_id, chooser, None)
             emit("probe", round=probe_round, queue_id=chooser.last_queue, offset=result.offset,
                  queue_count=chooser.queue_count)
             queue_id += 1
@@ -110,7 +134,7 @@ def main() -> int:
         for index, spec in enumerate(specs):
             message = build_message(args.topic, spec)
             if args.orderly:
-                result = producer.send_orderly(message, int(spec["shard"]), queue_selector=chooser)
+                result = send_orderly(producer, message, int(spec["shard"]), chooser, index)
                 queue_id = chooser.last_queue
             else:
                 result = producer.send_sync(message)
