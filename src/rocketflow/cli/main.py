@@ -75,6 +75,7 @@ def codec_demo() -> None:
 
 
 _SET_HELP = "Any broker setting as KEY=VALUE (RocketMQ camelCase or snake_case name); repeatable."
+_METRICS_HELP = "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics [default: 0 = off]."
 
 
 @cli.command()
@@ -99,11 +100,12 @@ def namesrv(host: str, port: int, verbose: bool) -> None:
 @click.option("--cluster", default=None, help="Cluster name [default: DefaultCluster].")
 @click.option("--broker-ip", default=None, help="Address registered with the name servers.")
 @click.option("--flush", type=click.Choice(["sync", "async"]), default=None, help="Disk flush mode [default: async].")
+@click.option("--metrics-port", default=None, type=click.IntRange(0, 65535), help=_METRICS_HELP)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
 def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, port: int | None,
            store_dir: str | None, broker_name: str | None, cluster: str | None, broker_ip: str | None,
-           flush: str | None, settings: tuple[str, ...], verbose: bool) -> None:
+           flush: str | None, metrics_port: int | None, settings: tuple[str, ...], verbose: bool) -> None:
     """Run a broker until SIGTERM / Ctrl-C (offsets and configs are persisted at exit)."""
     from pathlib import Path
 
@@ -121,6 +123,7 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
         "broker_ip": broker_ip,
         "store.flush_disk_type": None if flush is None else
         (FlushDiskType.SYNC_FLUSH if flush == "sync" else FlushDiskType.ASYNC_FLUSH),
+        "metrics_port": metrics_port,
     }
     overrides.update({key: value for key, value in explicit.items() if value is not None})
     run_broker(conf_file=conf_file, overrides=overrides, verbose=verbose)
@@ -133,12 +136,21 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
 @click.option("--store-dir", default=None, type=click.Path(file_okay=False),
               help="Store root [default: a temporary directory, removed at exit unless --keep].")
 @click.option("--keep", is_flag=True, help="Keep the temporary store directory at exit.")
+@click.option("--metrics-port", default=None, type=click.IntRange(0, 65535), help=_METRICS_HELP)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
 def dev(host: str, namesrv_port: int, broker_port: int, store_dir: str | None, keep: bool,
-        settings: tuple[str, ...], verbose: bool) -> None:
+        metrics_port: int | None, settings: tuple[str, ...], verbose: bool) -> None:
     """Run a name server and a broker in one process (the embedded default for demos and tests)."""
     from rocketflow.cli.servers import parse_settings, run_dev
 
+    overrides = parse_settings(settings)
+    if metrics_port is not None:
+        overrides["metrics_port"] = metrics_port
     run_dev(host=host, namesrv_port=namesrv_port, broker_port=broker_port, store_dir=store_dir, keep=keep,
-            overrides=parse_settings(settings), verbose=verbose)
+            overrides=overrides, verbose=verbose)
+
+
+from rocketflow.cli.admin import admin as _admin_group  # noqa: E402  (after the other commands, on purpose)
+
+cli.add_command(_admin_group)

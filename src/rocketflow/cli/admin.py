@@ -1,0 +1,697 @@
+"""``rocketflow admin``: an operator CLI (like RocketMQ's mqadmin) for any RocketMQ 4.x name server.
+
+Every command takes ``-n/--namesrv`` (default: ``$ROCKETFLOW_NAMESRV`` or 127.0.0.1:9876), ``--json``
+for machine output (one JSON document; one per line for ``--watch`` and ``message tail``) and
+``--timeout``. A refused request exits 1 with the server's code and remark on stderr, as does an
+unreachable server; bad arguments exit 2.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Final, TypeVar
+
+import click
+from rich.console import Console
+from rich.live import Live
+from rich.table import Table
+
+from rocketflow.client.admin import (
+    DEFAULT_PERM,
+    DEFAULT_QUERY_MAX_NUM,
+    DEFAULT_QUEUE_NUMS,
+    EARLIEST,
+    LATEST,
+    Admin,
+    ConsumerProgress,
+    format_timestamp,
+    parse_timestamp,
+    topic_kind,
+    version_desc,
+)
+from rocketflow.client.api import ADMIN_RPC_TIMEOUT, SendResult
+from rocketflow.client.errors import MQClientError, MQConnectError, MQError
+from rocketflow.protocol.bodies import SubscriptionGroupConfig
+from rocketflow.protocol.message import MessageExt
+from rocketflow.protocol.names import perm_to_string
+
+#: The environment variable naming the default name server(s).
+NAMESRV_ENV: Final = "ROCKETFLOW_NAMESRV"
+DEFAULT_NAMESRV: Final = "127.0.0.1:9876"
+#: Body characters shown in message tables.
+BODY_PREVIEW: Final = 60
+
+_F = TypeVar("_F", bound=Callable[..., Any])
+
+
+def _common_options(func: _F) -> _F:
+    """``-n/--namesrv``, ``--json`` and ``--timeout``, on every command."""
+    func = click.option("--timeout", default=ADMIN_RPC_TIMEOUT, show_default=True, type=click.FloatRange(min=0.1),
+                        help="Seconds each request may take.")(func)
+    func = click.option("--json", "json_output", is_flag=True, help="Print JSON instead of tables.")(func)
+    func = click.option("-n", "--namesrv", envvar=NAMESRV_ENV, default=DEFAULT_NAMESRV, show_default=True,
+                        show_envvar=True, help="Name server(s), host:port;host:port.")(func)
+    return func
+
+
+def _cluster_options(func: _F) -> _F:
+    func = click.option("-b", "--broker", "broker_addr", default=None,
+                        help="Only this broker address (host:port).")(func)
+    func = click.option("-c", "--cluster", default=None,
+                        help="The masters of this cluster [default: the only cluster].")(func)
+    return func
+
+
+@contextmanager
+def _session(namesrv: str, timeout: float) -> Iterator[Admin]:
+    """A started `Admin`; client errors become a clean exit 1 with their message."""
+    try:
+        with Admin(namesrv, timeout=timeout) as admin:
+            yield admin
+    except MQConnectError as exc:
+        raise click.ClickException(f"{exc} (is the server running? name server: {namesrv})") from None
+    except MQError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _console() -> Console:
+    # pipes and captured output get a wide console so that ids and addresses are never cut
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=max(console.width, 200))
+    return console
+
+
+def _print_json(data: Any, *, indent: int | None = 2) -> None:
+    click.echo(json.dumps(data, indent=indent, ensure_ascii=False, sort_keys=False))
+
+
+def _table(title: str | None, *columns: str) -> Table:
+    table = Table(title=title)
+    for column in columns:
+        table.add_column(column, overflow="fold")
+    return table
+
+
+def _queue_label(topic: str, broker_name: str, queue_id: int) -> str:
+    return f"{topic}@{broker_name}:{queue_id}"
+
+
+# --------------------------------------------------------------------------- the group
+
+
+@click.group("admin")
+def admin() -> None:
+    """Operate a RocketMQ 4.x cluster (ours or a real one) through its name server, like mqadmin."""
+
+
+@admin.command("cluster")
+@_common_options
+def cluster_command(namesrv: str, json_output: bool, timeout: float) -> None:
+    """Brokers per cluster: name, id, address, version, put/get TPS."""
+    with _session(namesrv, timeout) as session:
+        statuses = session.cluster_overview()
+    if json_output:
+        _print_json([{"cluster": status.cluster, "brokerName": status.broker_name, "brokerId": status.broker_id,
+                      "addr": status.addr, "version": status.version, "putTps": status.put_tps,
+                      "getTps": status.get_tps, "error": status.error} for status in statuses])
+        return
+    table = _table("Brokers", "Cluster", "Broker", "Id", "Address", "Version", "Put TPS", "Get TPS")
+    for status in statuses:
+        if status.error is not None:
+            table.add_row(status.cluster, status.broker_name, str(status.broker_id), status.addr,
+                          f"[red]unreachable: {status.error}[/red]", "", "")
+        else:
+            table.add_row(status.cluster, status.broker_name, str(status.broker_id), status.addr, status.version,
+                          f"{status.put_tps:.2f}", f"{status.get_tps:.2f}")
+    _console().print(table)
+
+
+# --------------------------------------------------------------------------- topics
+
+
+@admin.group("topic")
+def topic_group() -> None:
+    """List, create, update, delete topics; show routes and queue stats."""
+
+
+@topic_group.command("list")
+@_common_options
+def topic_list(namesrv: str, json_output: bool, timeout: float) -> None:
+    """Every topic the name server knows."""
+    with _session(namesrv, timeout) as session:
+        topics = session.topic_list()
+        reserved = session.reserved_topic_names()
+    if json_output:
+        _print_json([{"topic": topic, "kind": topic_kind(topic, reserved)} for topic in topics])
+        return
+    table = _table(f"Topics ({len(topics)})", "Topic", "Kind")
+    for topic in topics:
+        table.add_row(topic, topic_kind(topic, reserved))
+    _console().print(table)
+
+
+def _print_targets(action: str, topic: str, addrs: list[str], json_output: bool) -> None:
+    if json_output:
+        _print_json({"topic": topic, "action": action, "brokers": addrs})
+    else:
+        click.echo(f"{action} {topic} on {', '.join(addrs)}")
+
+
+@topic_group.command("create")
+@click.argument("topic")
+@_cluster_options
+@click.option("--read-queues", default=DEFAULT_QUEUE_NUMS, show_default=True, type=click.IntRange(1, 1024))
+@click.option("--write-queues", default=DEFAULT_QUEUE_NUMS, show_default=True, type=click.IntRange(1, 1024))
+@click.option("--perm", default=DEFAULT_PERM, show_default=True, type=click.IntRange(0, 15),
+              help="Permission bits: 2 write, 4 read, 6 both.")
+@click.option("--order", is_flag=True, help="An ordered topic (also recorded in the name servers' KV config).")
+@_common_options
+def topic_create(topic: str, cluster: str | None, broker_addr: str | None, read_queues: int, write_queues: int,
+                 perm: int, order: bool, namesrv: str, json_output: bool, timeout: float) -> None:
+    """Create (or overwrite) TOPIC on a cluster's masters or one broker."""
+    with _session(namesrv, timeout) as session:
+        addrs = session.create_topic(topic, cluster=cluster, broker_addr=broker_addr, read_queue_nums=read_queues,
+                                     write_queue_nums=write_queues, perm=perm, order=order)
+    _print_targets("created", topic, addrs, json_output)
+
+
+@topic_group.command("update")
+@click.argument("topic")
+@_cluster_options
+@click.option("--read-queues", default=None, type=click.IntRange(1, 1024))
+@click.option("--write-queues", default=None, type=click.IntRange(1, 1024))
+@click.option("--perm", default=None, type=click.IntRange(0, 15), help="Permission bits: 2 write, 4 read, 6 both.")
+@click.option("--order/--no-order", default=None, help="Make the topic ordered or not.")
+@_common_options
+def topic_update(topic: str, cluster: str | None, broker_addr: str | None, read_queues: int | None,
+                 write_queues: int | None, perm: int | None, order: bool | None, namesrv: str, json_output: bool,
+                 timeout: float) -> None:
+    """Change settings of an existing TOPIC (on its brokers unless -c/-b); others keep their value."""
+    with _session(namesrv, timeout) as session:
+        addrs = session.update_topic(topic, cluster=cluster, broker_addr=broker_addr, read_queue_nums=read_queues,
+                                     write_queue_nums=write_queues, perm=perm, order=order)
+    _print_targets("updated", topic, addrs, json_output)
+
+
+@topic_group.command("delete")
+@click.argument("topic")
+@click.option("-c", "--cluster", default=None, help="Delete on this cluster's masters [default: the topic's brokers].")
+@_common_options
+def topic_delete(topic: str, cluster: str | None, namesrv: str, json_output: bool, timeout: float) -> None:
+    """Delete TOPIC from its brokers and from every name server."""
+    with _session(namesrv, timeout) as session:
+        addrs = session.delete_topic(topic, cluster=cluster)
+    _print_targets("deleted", topic, addrs, json_output)
+
+
+@topic_group.command("route")
+@click.argument("topic")
+@_common_options
+def topic_route(topic: str, namesrv: str, json_output: bool, timeout: float) -> None:
+    """TOPIC's route: brokers and their queues."""
+    with _session(namesrv, timeout) as session:
+        route = session.topic_route(topic)
+    if json_output:
+        _print_json(route.to_json_dict())
+        return
+    brokers = _table(f"Brokers of {topic}", "Cluster", "Broker", "Id", "Address")
+    for broker in sorted(route.broker_datas, key=lambda item: item.broker_name):
+        for broker_id, addr in sorted(broker.broker_addrs.items()):
+            brokers.add_row(broker.cluster, broker.broker_name, str(broker_id), addr)
+    queues = _table(f"Queues of {topic}", "Broker", "Read queues", "Write queues", "Perm", "Sys flag")
+    for data in sorted(route.queue_datas, key=lambda item: item.broker_name):
+        queues.add_row(data.broker_name, str(data.read_queue_nums), str(data.write_queue_nums),
+                       f"{data.perm} ({perm_to_string(data.perm)})", str(data.topic_sys_flag))
+    console = _console()
+    console.print(brokers)
+    console.print(queues)
+    if route.order_topic_conf:
+        console.print(f"order conf: {route.order_topic_conf}")
+
+
+@topic_group.command("stats")
+@click.argument("topic")
+@_common_options
+def topic_stats(topic: str, namesrv: str, json_output: bool, timeout: float) -> None:
+    """Per queue of TOPIC: min and max offset, store time of the last message."""
+    with _session(namesrv, timeout) as session:
+        rows = session.topic_stats(topic)
+    if json_output:
+        _print_json([{"brokerName": row.broker_name, "queueId": row.queue_id, "minOffset": row.min_offset,
+                      "maxOffset": row.max_offset, "lastUpdateTimestamp": row.last_update_timestamp}
+                     for row in rows])
+        return
+    table = _table(f"Stats of {topic}", "Broker", "Queue", "Min offset", "Max offset", "Last store time")
+    for row in rows:
+        table.add_row(row.broker_name, str(row.queue_id), str(row.min_offset), str(row.max_offset),
+                      format_timestamp(row.last_update_timestamp))
+    _console().print(table)
+
+
+# --------------------------------------------------------------------------- groups
+
+
+@admin.group("group")
+def group_group() -> None:
+    """List, create and delete subscription (consumer) groups."""
+
+
+def _group_json(config: SubscriptionGroupConfig) -> dict[str, Any]:
+    return config.to_json_dict()
+
+
+@group_group.command("list")
+@_cluster_options
+@_common_options
+def group_list(cluster: str | None, broker_addr: str | None, namesrv: str, json_output: bool, timeout: float) -> None:
+    """The subscription groups of a cluster's masters (or one broker)."""
+    with _session(namesrv, timeout) as session:
+        groups = session.group_list(cluster=cluster, broker_addr=broker_addr)
+    if json_output:
+        _print_json([_group_json(config) for config in groups])
+        return
+    table = _table(f"Subscription groups ({len(groups)})", "Group", "Consume", "Broadcast", "From min",
+                   "Retry queues", "Retry max", "Broker id", "Slow broker")
+    for config in groups:
+        table.add_row(config.group_name, str(config.consume_enable).lower(),
+                      str(config.consume_broadcast_enable).lower(), str(config.consume_from_min_enable).lower(),
+                      str(config.retry_queue_nums), str(config.retry_max_times), str(config.broker_id),
+                      str(config.which_broker_when_consume_slowly))
+    _console().print(table)
+
+
+@group_group.command("create")
+@click.argument("group")
+@_cluster_options
+@click.option("--retry-max-times", default=16, show_default=True, type=click.IntRange(-1),
+              help="Retries before a message goes to the DLQ (-1: the client decides).")
+@click.option("--retry-queue-nums", default=1, show_default=True, type=click.IntRange(0))
+@click.option("--consume-enable/--no-consume-enable", default=True, show_default=True)
+@click.option("--consume-broadcast-enable/--no-consume-broadcast-enable", default=True, show_default=True)
+@click.option("--consume-from-min-enable/--no-consume-from-min-enable", default=True, show_default=True)
+@click.option("--broker-id", default=0, show_default=True, type=click.IntRange(0),
+              help="The broker id consumers pull from.")
+@click.option("--which-broker-when-consume-slowly", default=1, show_default=True, type=click.IntRange(0))
+@click.option("--notify-consumer-ids-changed/--no-notify-consumer-ids-changed", default=True, show_default=True)
+@_common_options
+def group_create(group: str, cluster: str | None, broker_addr: str | None, retry_max_times: int,
+                 retry_queue_nums: int, consume_enable: bool, consume_broadcast_enable: bool,
+                 consume_from_min_enable: bool, broker_id: int, which_broker_when_consume_slowly: int,
+                 notify_consumer_ids_changed: bool, namesrv: str, json_output: bool, timeout: float) -> None:
+    """Create (or overwrite) subscription group GROUP."""
+    config = SubscriptionGroupConfig(
+        group, consume_enable=consume_enable, consume_from_min_enable=consume_from_min_enable,
+        consume_broadcast_enable=consume_broadcast_enable, retry_queue_nums=retry_queue_nums,
+        retry_max_times=retry_max_times, broker_id=broker_id,
+        which_broker_when_consume_slowly=which_broker_when_consume_slowly,
+        notify_consumer_ids_changed_enable=notify_consumer_ids_changed)
+    with _session(namesrv, timeout) as session:
+        addrs = session.create_group(config, cluster=cluster, broker_addr=broker_addr)
+    if json_output:
+        _print_json({"group": group, "action": "created", "brokers": addrs, "config": _group_json(config)})
+    else:
+        click.echo(f"created {group} on {', '.join(addrs)}")
+
+
+@group_group.command("delete")
+@click.argument("group")
+@_cluster_options
+@click.option("--remove-offset", is_flag=True, help="Also drop the group's committed offsets.")
+@_common_options
+def group_delete(group: str, cluster: str | None, broker_addr: str | None, remove_offset: bool, namesrv: str,
+                 json_output: bool, timeout: float) -> None:
+    """Delete subscription group GROUP."""
+    with _session(namesrv, timeout) as session:
+        addrs = session.delete_group(group, cluster=cluster, broker_addr=broker_addr, remove_offset=remove_offset)
+    if json_output:
+        _print_json({"group": group, "action": "deleted", "brokers": addrs})
+    else:
+        click.echo(f"deleted {group} on {', '.join(addrs)}")
+
+
+# --------------------------------------------------------------------------- consumers
+
+
+def _progress_json(progress: ConsumerProgress) -> dict[str, Any]:
+    return {
+        "group": progress.group,
+        "queues": [{"topic": row.topic, "brokerName": row.broker_name, "queueId": row.queue_id,
+                    "brokerOffset": row.broker_offset, "consumerOffset": row.consumer_offset, "lag": row.lag,
+                    "clientId": row.client_id, "lastTimestamp": row.last_timestamp} for row in progress.queues],
+        "brokerOffsetTotal": progress.broker_offset_total,
+        "consumerOffsetTotal": progress.consumer_offset_total,
+        "totalLag": progress.total_lag,
+        "consumeTps": progress.consume_tps,
+    }
+
+
+def _progress_table(progress: ConsumerProgress) -> Table:
+    table = _table(f"Progress of {progress.group}", "Topic", "Broker", "Queue", "Broker offset", "Consumer offset",
+                   "Lag", "Client", "Last consumed (store time)")
+    for row in progress.queues:
+        table.add_row(row.topic, row.broker_name, str(row.queue_id), str(row.broker_offset), str(row.consumer_offset),
+                      str(row.lag), row.client_id, format_timestamp(row.last_timestamp))
+    table.caption = (f"total: broker offset {progress.broker_offset_total}, consumer offset "
+                     f"{progress.consumer_offset_total}, lag {progress.total_lag}; "
+                     f"consume TPS {progress.consume_tps:.2f}")
+    return table
+
+
+@admin.command("consumer-progress")
+@click.argument("group")
+@click.option("-t", "--topic", default=None, help="Only this topic.")
+@click.option("--watch", is_flag=True, help="Refresh in place until Ctrl-C (or --count refreshes).")
+@click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds between refreshes.")
+@click.option("--count", default=None, type=click.IntRange(1), help="Stop after this many refreshes.")
+@click.option("--plot", "plot_file", default=None, type=click.Path(dir_okay=False),
+              help="Draw lag per queue over the watch period to this PNG (implies --watch; needs matplotlib).")
+@_common_options
+def consumer_progress(group: str, topic: str | None, watch: bool, interval: float, count: int | None,
+                      plot_file: str | None, namesrv: str, json_output: bool, timeout: float) -> None:
+    """Per queue of GROUP: broker and consumer offset, lag, owning client, last consume time; totals, TPS."""
+    if plot_file is not None:
+        watch = True
+    if not watch:
+        if count is not None:
+            raise click.UsageError("--count needs --watch")
+        with _session(namesrv, timeout) as session:
+            progress = session.consumer_progress(group, topic)
+        if not progress.queues:
+            # as mqadmin: nothing to show is an error, not an empty table
+            where = f" on {topic}" if topic else ""
+            raise click.ClickException(f"group {group!r} has no consume offsets{where} on any broker: "
+                                       "the group is unknown or has not consumed yet")
+        if json_output:
+            _print_json(_progress_json(progress))
+        else:
+            _console().print(_progress_table(progress))
+        return
+    samples: list[tuple[float, dict[str, int]]] = []
+    started = time.monotonic()
+    with _session(namesrv, timeout) as session:
+
+        def refresh() -> ConsumerProgress:
+            progress = session.consumer_progress(group, topic)
+            samples.append((time.monotonic() - started,
+                            {_queue_label(row.topic, row.broker_name, row.queue_id): row.lag
+                             for row in progress.queues}))
+            return progress
+
+        done = 0
+        try:
+            if json_output:
+                while True:
+                    _print_json(_progress_json(refresh()), indent=None)
+                    done += 1
+                    if count is not None and done >= count:
+                        break
+                    time.sleep(interval)
+            else:
+                with Live(_progress_table(refresh()), console=_console(), auto_refresh=False) as live:
+                    done = 1
+                    while count is None or done < count:
+                        time.sleep(interval)
+                        live.update(_progress_table(refresh()), refresh=True)
+                        done += 1
+        except KeyboardInterrupt:
+            pass
+    if plot_file is not None:
+        _plot_lag(group, samples, Path(plot_file))
+        if not json_output:
+            click.echo(f"lag plot written to {plot_file}", err=True)
+
+
+def _plot_lag(group: str, samples: list[tuple[float, dict[str, int]]], path: Path) -> None:
+    try:
+        import matplotlib
+    except ImportError:
+        raise click.ClickException("--plot needs matplotlib: pip install 'rocketflow[demo]'") from None
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    labels = sorted({label for _, lags in samples for label in lags})
+    figure, axes = plt.subplots(figsize=(10, 5))
+    times = [elapsed for elapsed, _ in samples]
+    for label in labels:
+        axes.plot(times, [lags.get(label, 0) for _, lags in samples], marker="o", markersize=3, label=label)
+    axes.set_title(f"Lag per queue of {group}")
+    axes.set_xlabel("seconds")
+    axes.set_ylabel("messages behind")
+    if labels and len(labels) <= 32:
+        axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
+    figure.tight_layout()
+    try:
+        figure.savefig(path, dpi=100)
+    except OSError as exc:
+        raise click.ClickException(f"cannot write the plot to {path}: {exc}") from None
+    finally:
+        plt.close(figure)
+
+
+@admin.command("consumer-connections")
+@click.argument("group")
+@_common_options
+def consumer_connections(group: str, namesrv: str, json_output: bool, timeout: float) -> None:
+    """GROUP's connected clients: id, address, language, version, consume settings, subscriptions."""
+    with _session(namesrv, timeout) as session:
+        connection = session.consumer_connections(group)
+    if json_output:
+        _print_json(connection.to_json_dict())
+        return
+    table = _table(f"Connections of {group}", "Client id", "Address", "Language", "Version")
+    for member in sorted(connection.connection_set, key=lambda item: item.client_id):
+        table.add_row(member.client_id, member.client_addr, member.language.name, version_desc(member.version))
+    subscriptions = _table("Subscriptions", "Topic", "Expression", "Type")
+    for topic, data in sorted(connection.subscription_table.items()):
+        subscriptions.add_row(topic, data.sub_string, data.expression_type)
+    console = _console()
+    console.print(table)
+    console.print(subscriptions)
+    console.print(f"consume type: {_name(connection.consume_type)}, message model: {_name(connection.message_model)}, "
+                  f"consume from: {_name(connection.consume_from_where)}")
+
+
+def _name(value: Any) -> str:
+    return "" if value is None else str(getattr(value, "name", value))
+
+
+@admin.command("reset-offset")
+@click.argument("group")
+@click.argument("topic")
+@click.option("--timestamp", default=None, metavar="MS|ISO",
+              help="Epoch ms, 'now' or an ISO 8601 time (local time unless it has a zone).")
+@click.option("--to-earliest", is_flag=True, help="To the first retained message.")
+@click.option("--to-latest", is_flag=True, help="To the end of each queue (skip everything stored).")
+@click.option("--force", is_flag=True, help="Also move offsets forward (without it an offset only moves back).")
+@_common_options
+def reset_offset(group: str, topic: str, timestamp: str | None, to_earliest: bool, to_latest: bool, force: bool,
+                 namesrv: str, json_output: bool, timeout: float) -> None:
+    """Reset GROUP's offsets of TOPIC through the brokers, which tell the running consumers."""
+    chosen = [name for name, given in (("--timestamp", timestamp is not None), ("--to-earliest", to_earliest),
+                                       ("--to-latest", to_latest)) if given]
+    if len(chosen) != 1:
+        raise click.UsageError("give exactly one of --timestamp, --to-earliest, --to-latest")
+    if to_earliest:
+        millis = EARLIEST
+    elif to_latest:
+        millis = LATEST
+    else:
+        assert timestamp is not None
+        try:
+            millis = parse_timestamp(timestamp)
+        except MQClientError as exc:
+            raise click.BadParameter(str(exc), param_hint="--timestamp") from None
+    with _session(namesrv, timeout) as session:
+        table = session.reset_offset(group, topic, millis, force=force)
+    if json_output:
+        _print_json({"group": group, "topic": topic, "timestamp": millis,
+                     "offsets": [{"brokerName": mq.broker_name, "queueId": mq.queue_id, "offset": offset}
+                                 for mq, offset in table.items()]})
+        return
+    result = _table(f"Offsets of {group} on {topic} now", "Broker", "Queue", "Offset")
+    for mq, offset in table.items():
+        result.add_row(mq.broker_name, str(mq.queue_id), str(offset))
+    _console().print(result)
+
+
+# --------------------------------------------------------------------------- messages
+
+
+def _body_json(body: bytes) -> tuple[str, str]:
+    try:
+        return body.decode("utf-8"), "utf-8"
+    except UnicodeDecodeError:
+        return base64.b64encode(body).decode("ascii"), "base64"
+
+
+def _body_preview(body: bytes) -> str:
+    text, encoding = _body_json(body)
+    if encoding != "utf-8":
+        return f"<{len(body)} bytes>"
+    return text if len(text) <= BODY_PREVIEW else text[:BODY_PREVIEW] + "..."
+
+
+def _message_json(msg: MessageExt) -> dict[str, Any]:
+    body, encoding = _body_json(msg.body)
+    return {
+        "topic": msg.topic, "msgId": msg.client_msg_id, "offsetMsgId": msg.msg_id, "brokerName": msg.broker_name,
+        "queueId": msg.queue_id, "queueOffset": msg.queue_offset, "commitLogOffset": msg.commit_log_offset,
+        "tags": msg.tags, "keys": msg.keys, "bornTimestamp": msg.born_timestamp,
+        "bornHost": f"{msg.born_host[0]}:{msg.born_host[1]}", "storeTimestamp": msg.store_timestamp,
+        "storeHost": f"{msg.store_host[0]}:{msg.store_host[1]}", "reconsumeTimes": msg.reconsume_times,
+        "sysFlag": msg.sys_flag, "flag": msg.flag, "properties": dict(msg.properties), "body": body,
+        "bodyEncoding": encoding,
+    }
+
+
+def _messages_table(title: str, messages: list[MessageExt]) -> Table:
+    table = _table(title, "Msg id", "Queue", "Offset", "Store time", "Tags", "Keys", "Body")
+    for msg in messages:
+        table.add_row(msg.client_msg_id, f"{msg.broker_name}:{msg.queue_id}", str(msg.queue_offset),
+                      format_timestamp(msg.store_timestamp), msg.tags or "", msg.keys or "", _body_preview(msg.body))
+    return table
+
+
+@admin.group("message")
+def message_group() -> None:
+    """Show, query and tail messages."""
+
+
+@message_group.command("show")
+@click.argument("msg_id")
+@click.option("-t", "--topic", default=None, help="The topic of a UNIQ_KEY id [default: search every topic].")
+@_common_options
+def message_show(msg_id: str, topic: str | None, namesrv: str, json_output: bool, timeout: float) -> None:
+    """One message by offset msg id or UNIQ_KEY (the msg id a producer gets)."""
+    with _session(namesrv, timeout) as session:
+        msg = session.view_message(msg_id, topic=topic)
+    data = _message_json(msg)
+    if json_output:
+        _print_json(data)
+        return
+    table = _table(f"Message {msg_id}", "Field", "Value")
+    for name, value in data.items():
+        if name == "properties":
+            value = ", ".join(f"{key}={item}" for key, item in sorted(msg.properties.items()))
+        elif name.endswith("Timestamp"):
+            value = f"{value} ({format_timestamp(int(value))})"
+        table.add_row(name, "" if value is None else str(value))
+    _console().print(table)
+
+
+@message_group.command("query")
+@click.argument("topic")
+@click.argument("key")
+@click.option("--begin", default=None, metavar="MS|ISO", help="Stored at or after [default: the beginning].")
+@click.option("--end", default=None, metavar="MS|ISO", help="Stored at or before [default: now].")
+@click.option("--max", "max_num", default=DEFAULT_QUERY_MAX_NUM, show_default=True, type=click.IntRange(1, 10_000))
+@_common_options
+def message_query(topic: str, key: str, begin: str | None, end: str | None, max_num: int, namesrv: str,
+                  json_output: bool, timeout: float) -> None:
+    """Messages of TOPIC with KEY among their keys."""
+    try:
+        begin_ms = parse_timestamp(begin) if begin is not None else 0
+        end_ms = parse_timestamp(end) if end is not None else None
+    except MQClientError as exc:
+        raise click.BadParameter(str(exc)) from None
+    with _session(namesrv, timeout) as session:
+        messages = session.query_messages(topic, key, begin_ms=begin_ms, end_ms=end_ms, max_num=max_num)
+    if json_output:
+        _print_json([_message_json(msg) for msg in messages])
+        return
+    _console().print(_messages_table(f"{len(messages)} message(s) of {topic} with key {key}", messages))
+
+
+@message_group.command("tail")
+@click.argument("topic")
+@click.option("--from-now", is_flag=True, help="Only messages stored from now on [default: from the first one].")
+@click.option("--count", default=None, type=click.IntRange(1), help="Stop after this many messages.")
+@_common_options
+def message_tail(topic: str, from_now: bool, count: int | None, namesrv: str, json_output: bool,
+                 timeout: float) -> None:
+    """Follow TOPIC's messages as they arrive (like tail -f) until Ctrl-C or --count."""
+    console = _console()
+    seen = 0
+    with _session(namesrv, timeout) as session, session.open_tail(topic, from_now=from_now) as tail:
+        click.echo(f"tailing {topic} ({len(tail.queues)} queues, {'from now' if from_now else 'from the start'}); "
+                   "Ctrl-C to stop", err=True)
+        try:
+            while count is None or seen < count:
+                for msg in tail.poll(0.5):
+                    if json_output:
+                        _print_json(_message_json(msg), indent=None)
+                    else:
+                        console.print(f"[dim]{format_timestamp(msg.store_timestamp)}[/dim] "
+                                      f"{msg.broker_name}:{msg.queue_id}@{msg.queue_offset} "
+                                      f"[cyan]{msg.client_msg_id}[/cyan] tags={msg.tags or ''} "
+                                      f"keys={msg.keys or ''} {_body_preview(msg.body)}", markup=True,
+                                      highlight=False, soft_wrap=True)
+                    seen += 1
+                    if count is not None and seen >= count:
+                        break
+                sys.stdout.flush()
+        except KeyboardInterrupt:
+            pass
+
+
+# --------------------------------------------------------------------------- send
+
+
+def _parse_properties(items: tuple[str, ...]) -> dict[str, str]:
+    properties: dict[str, str] = {}
+    for item in items:
+        key, separator, value = item.partition("=")
+        if not separator or not key.strip():
+            raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--property")
+        properties[key.strip()] = value
+    return properties
+
+
+def _send_result_json(result: SendResult) -> dict[str, Any]:
+    mq = result.message_queue
+    return {"sendStatus": result.send_status.value, "msgId": result.msg_id, "offsetMsgId": result.offset_msg_id,
+            "topic": mq.topic, "brokerName": mq.broker_name, "queueId": mq.queue_id,
+            "queueOffset": result.queue_offset, "regionId": result.region_id}
+
+
+@admin.command("send")
+@click.argument("topic")
+@click.argument("body")
+@click.option("--keys", default=None, help="Message keys (space separated).")
+@click.option("--tags", default=None, help="The message tag.")
+@click.option("--sharding-key", default=None, help="Send to the queue this key hashes to (ordered).")
+@click.option("--property", "properties", multiple=True, metavar="KEY=VALUE", help="A user property; repeatable.")
+@click.option("--group", default="rocketflow_admin_producer", show_default=True, help="The producer group.")
+@_common_options
+def send(topic: str, body: str, keys: str | None, tags: str | None, sharding_key: str | None,
+         properties: tuple[str, ...], group: str, namesrv: str, json_output: bool, timeout: float) -> None:
+    """Send one message with BODY (UTF-8 text; '-' reads the body from stdin) and print the send result."""
+    user_properties = _parse_properties(properties)
+    data = sys.stdin.buffer.read() if body == "-" else body.encode("utf-8")
+    with _session(namesrv, timeout) as session:
+        result = session.send(topic, data, keys=keys, tags=tags, sharding_key=sharding_key,
+                              properties=user_properties, group=group)
+    if json_output:
+        _print_json(_send_result_json(result))
+        return
+    table = _table("Send result", "Field", "Value")
+    for name, value in _send_result_json(result).items():
+        table.add_row(name, str(value))
+    _console().print(table)
+
+
+def default_namesrv() -> str:
+    """The name server the admin commands use without ``-n``."""
+    return os.environ.get(NAMESRV_ENV) or DEFAULT_NAMESRV
+
+
+__all__ = ["DEFAULT_NAMESRV", "NAMESRV_ENV", "admin", "default_namesrv"]

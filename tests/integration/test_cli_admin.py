@@ -1,0 +1,242 @@
+"""``rocketflow admin`` end to end against a dev cluster: every command once (tables and --json),
+reset-offset under a running PushConsumer, tail of a message sent after it started (a subprocess),
+and the refused / unreachable / bad-usage exits."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from click.testing import CliRunner, Result
+
+from rocketflow import Message, Producer, PushConsumer
+from rocketflow.broker import DevCluster
+from rocketflow.cli.main import cli
+from rocketflow.client import ClientInstance, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeFromWhere
+from rocketflow.client.instance import shutdown_all
+from rocketflow.protocol.message import MessageExt
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[DevCluster]:
+    cluster = DevCluster.start_in_thread()
+    try:
+        yield cluster
+    finally:
+        cluster.close()
+
+
+@pytest.fixture(autouse=True)
+def no_client_left_behind() -> Iterator[None]:
+    yield
+    leftovers = ClientInstance.live_instances()
+    shutdown_all()
+    assert not leftovers, f"client instances left running: {leftovers}"
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError("condition not met in time")
+        time.sleep(0.05)
+
+
+def run(cluster: DevCluster, *args: str, code: int = 0) -> Result:
+    result = CliRunner().invoke(cli, ["admin", *args, "-n", cluster.namesrv_addr])
+    assert result.exit_code == code, (result.output, result.exception)
+    return result
+
+
+def run_json(cluster: DevCluster, *args: str) -> Any:
+    return json.loads(run(cluster, *args, "--json").stdout)
+
+
+def make_topic(cluster: DevCluster, topic: str, queues: int = 2) -> None:
+    created = run_json(cluster, "topic", "create", topic, "--read-queues", str(queues), "--write-queues", str(queues))
+    assert created["brokers"] == [cluster.broker_addr]
+
+    def routed() -> bool:
+        result = CliRunner().invoke(cli, ["admin", "topic", "route", topic, "-n", cluster.namesrv_addr, "--json"])
+        return result.exit_code == 0 and any(
+            data["writeQueueNums"] == queues for data in json.loads(result.stdout)["queueDatas"])
+
+    wait_until(routed)
+
+
+def test_help_everywhere() -> None:
+    runner = CliRunner()
+    for args in (["admin"], ["admin", "topic"], ["admin", "group"], ["admin", "message"], ["admin", "cluster"],
+                 ["admin", "topic", "create"], ["admin", "consumer-progress"], ["admin", "reset-offset"],
+                 ["admin", "message", "tail"], ["admin", "send"]):
+        result = runner.invoke(cli, [*args, "--help"])
+        assert result.exit_code == 0 and "Usage:" in result.output, args
+
+
+def test_cluster(cluster: DevCluster) -> None:
+    brokers = run_json(cluster, "cluster")
+    assert [(broker["brokerName"], broker["addr"], broker["version"]) for broker in brokers] == [
+        ("broker-a", cluster.broker_addr, "V4_9_3")]
+    assert cluster.broker_addr in run(cluster, "cluster").stdout
+    from_env = CliRunner(env={"ROCKETFLOW_NAMESRV": cluster.namesrv_addr}).invoke(cli, ["admin", "cluster", "--json"])
+    assert from_env.exit_code == 0 and json.loads(from_env.stdout)[0]["addr"] == cluster.broker_addr
+
+
+def test_topic_commands(cluster: DevCluster) -> None:
+    make_topic(cluster, "CliTopic", 2)
+    topics = run_json(cluster, "topic", "list")
+    assert {"topic": "CliTopic", "kind": "normal"} in topics
+    assert {"topic": "broker-a", "kind": "system"} in topics
+    assert "CliTopic" in run(cluster, "topic", "list").stdout
+    assert "RW-" in run(cluster, "topic", "route", "CliTopic").stdout
+    assert run_json(cluster, "topic", "update", "CliTopic", "--perm", "4")["brokers"] == [cluster.broker_addr]
+    wait_until(lambda: run_json(cluster, "topic", "route", "CliTopic")["queueDatas"][0]["perm"] == 4)
+    run(cluster, "topic", "update", "CliTopic", "--perm", "6")
+    wait_until(lambda: run_json(cluster, "topic", "route", "CliTopic")["queueDatas"][0]["perm"] == 6)
+    sent = run_json(cluster, "send", "CliTopic", "hello", "--keys", "k-1", "--tags", "tag-a",
+                    "--property", "origin=cli")
+    assert sent["sendStatus"] == "SEND_OK" and sent["topic"] == "CliTopic"
+    stats = run_json(cluster, "topic", "stats", "CliTopic")
+    assert sorted(row["queueId"] for row in stats) == [0, 1]
+    assert sum(row["maxOffset"] for row in stats) == 1
+    assert "Last store time" in run(cluster, "topic", "stats", "CliTopic").stdout
+    run(cluster, "topic", "delete", "CliTopic")
+    assert "CliTopic" not in [row["topic"] for row in run_json(cluster, "topic", "list")]
+    refused = run(cluster, "topic", "route", "CliTopic", code=1)
+    assert "does not exist" in refused.output
+
+
+def test_group_commands(cluster: DevCluster) -> None:
+    created = run_json(cluster, "group", "create", "cli_group", "--retry-max-times", "5",
+                       "--no-consume-broadcast-enable")
+    assert created["config"]["retryMaxTimes"] == 5
+    groups = {group["groupName"]: group for group in run_json(cluster, "group", "list")}
+    assert groups["cli_group"]["retryMaxTimes"] == 5 and groups["cli_group"]["consumeBroadcastEnable"] is False
+    assert "cli_group" in run(cluster, "group", "list").stdout
+    run(cluster, "group", "delete", "cli_group", "--remove-offset")
+    assert "cli_group" not in {group["groupName"] for group in run_json(cluster, "group", "list")}
+
+
+def test_message_commands(cluster: DevCluster) -> None:
+    make_topic(cluster, "CliMessages", 2)
+    sent = run_json(cluster, "send", "CliMessages", "body-1", "--keys", "order-1", "--tags", "paid",
+                    "--sharding-key", "order-1", "--property", "a=b")
+    for msg_id in (sent["offsetMsgId"], sent["msgId"]):
+        shown = run_json(cluster, "message", "show", msg_id)
+        assert (shown["body"], shown["tags"], shown["keys"], shown["properties"]["a"]) == (
+            "body-1", "paid", "order-1", "b")
+        assert shown["msgId"] == sent["msgId"] and shown["queueId"] == sent["queueId"]
+    assert "body-1" in run(cluster, "message", "show", sent["msgId"], "-t", "CliMessages").stdout
+    found = run_json(cluster, "message", "query", "CliMessages", "order-1")
+    assert [msg["msgId"] for msg in found] == [sent["msgId"]]
+    assert "order-1" in run(cluster, "message", "query", "CliMessages", "order-1", "--begin", "0",
+                            "--end", "now").stdout
+    assert run_json(cluster, "message", "query", "CliMessages", "order-2") == []
+    tailed = run(cluster, "message", "tail", "CliMessages", "--count", "1", "--json")
+    assert json.loads(tailed.stdout.splitlines()[0])["msgId"] == sent["msgId"]
+    bad = run(cluster, "send", "CliMessages", "x", "--property", "novalue", code=2)
+    assert "KEY=VALUE" in bad.output
+
+
+def test_tail_picks_up_a_message_sent_after_it_started(cluster: DevCluster) -> None:
+    make_topic(cluster, "CliTail", 2)
+    run(cluster, "send", "CliTail", "before")
+    command = [sys.executable, "-c", "from rocketflow.cli.main import cli; cli()", "admin", "message", "tail",
+               "CliTail", "--from-now", "--count", "1", "--json", "-n", cluster.namesrv_addr]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        assert process.stderr is not None
+        banner = process.stderr.readline()
+        assert banner.startswith("tailing CliTail (2 queues, from now)"), banner
+        sent = run_json(cluster, "send", "CliTail", "after")
+        stdout, stderr = process.communicate(timeout=60)
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    assert process.returncode == 0, stderr
+    lines = [json.loads(line) for line in stdout.splitlines() if line.strip()]
+    assert [(line["msgId"], line["body"]) for line in lines] == [(sent["msgId"], "after")]
+
+
+def test_consumer_commands_and_reset_while_a_push_consumer_runs(cluster: DevCluster, tmp_path: Path) -> None:
+    make_topic(cluster, "CliReset", 2)
+    bodies: list[bytes] = []
+    lock = threading.Lock()
+
+    def listener(msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        with lock:
+            bodies.extend(msg.body for msg in msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    def consumed() -> int:
+        with lock:
+            return len(bodies)
+
+    consumer = PushConsumer("cli_reset_cg", namesrv=cluster.namesrv_addr, instance_name="cli-reset-consumer",
+                            consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, persist_first_delay=0.2,
+                            persist_consumer_offset_interval=0.2)
+    consumer.subscribe("CliReset", "*")
+    consumer.register_concurrent_listener(listener)
+    with consumer, Producer("cli_reset_pg", namesrv=cluster.namesrv_addr, instance_name="cli-reset-producer") as pg:
+        for index in range(4):
+            pg.send(Message("CliReset", f"r{index}".encode()))
+        wait_until(lambda: consumed() >= 4)
+        client_id = consumer.instance.client_id
+
+        def caught_up() -> bool:
+            progress = run_json(cluster, "consumer-progress", "cli_reset_cg", "--topic", "CliReset")
+            return progress["totalLag"] == 0 and [row["clientId"] for row in progress["queues"]] == [client_id] * 2
+
+        wait_until(caught_up)
+        table = run(cluster, "consumer-progress", "cli_reset_cg").stdout
+        assert client_id in table and "total:" in table
+
+        connections = run_json(cluster, "consumer-connections", "cli_reset_cg")
+        assert [member["clientId"] for member in connections["connectionSet"]] == [client_id]
+        assert "CliReset" in connections["subscriptionTable"]
+        assert client_id in run(cluster, "consumer-connections", "cli_reset_cg").stdout
+
+        reset = run_json(cluster, "reset-offset", "cli_reset_cg", "CliReset", "--to-earliest")
+        assert [row["offset"] for row in reset["offsets"]] == [0, 0]
+        wait_until(lambda: consumed() >= 8, timeout=20)
+        with lock:
+            assert sorted(bodies[4:8]) == [b"r0", b"r1", b"r2", b"r3"]
+
+        later = run_json(cluster, "reset-offset", "cli_reset_cg", "CliReset", "--to-latest", "--force")
+        assert sum(row["offset"] for row in later["offsets"]) == 4
+        assert "Offset" in run(cluster, "reset-offset", "cli_reset_cg", "CliReset", "--timestamp",
+                               "2020-01-01T00:00:00").stdout
+
+        watched = run(cluster, "consumer-progress", "cli_reset_cg", "--watch", "--count", "2", "--interval", "0.1",
+                      "--json")
+        assert [json.loads(line)["group"] for line in watched.stdout.splitlines()] == ["cli_reset_cg"] * 2
+        plot = tmp_path / "lag.png"
+        run(cluster, "consumer-progress", "cli_reset_cg", "--count", "2", "--interval", "0.1", "--plot", str(plot))
+        assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_refused_unreachable_and_bad_usage(cluster: DevCluster) -> None:
+    refused = run(cluster, "consumer-connections", "cli_nobody_home", code=1)
+    assert "CONSUMER_NOT_ONLINE" in refused.output and "not online" in refused.output
+    unreachable = CliRunner().invoke(cli, ["admin", "topic", "list", "-n", "127.0.0.1:1", "--timeout", "2"])
+    assert unreachable.exit_code == 1 and "127.0.0.1:1" in unreachable.output
+    usage = run(cluster, "reset-offset", "g", "t", code=2)
+    assert "exactly one of" in usage.output
+    bad_time = run(cluster, "reset-offset", "g", "t", "--timestamp", "soon", code=2)
+    assert "invalid timestamp" in bad_time.output
+    bad_name = run(cluster, "topic", "create", "bad topic!", code=1)
+    assert "bad topic!" in bad_name.output
+
+
+def test_consumer_progress_of_an_unknown_group_is_an_error(cluster: DevCluster) -> None:
+    result = CliRunner().invoke(cli, ["admin", "consumer-progress", "no_such_group_xyz", "-n", cluster.namesrv_addr])
+    assert result.exit_code == 1, result.output
+    assert "no_such_group_xyz" in result.output and "no consume offsets" in result.output
