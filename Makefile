@@ -4,7 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 
-.PHONY: demo test lint typecheck check bench clean
+.PHONY: demo test lint typecheck check bench clean soak
 
 $(BIN)/python:
 	@command -v $(PYTHON) >/dev/null 2>&1 || { echo "need $(PYTHON) on PATH (or run: make PYTHON=python3 ...)"; exit 1; }
@@ -29,6 +29,10 @@ typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
 
 check: lint typecheck test
+
+# The reliability suites with soak counts (more crash cycles, a million fuzz frames, longer churn).
+soak: $(STAMP)
+	ROCKETFLOW_SOAK=1 $(BIN)/python -m pytest -q -s --timeout=0 tests/reliability
 
 bench: $(STAMP)
 	@echo "benchmarks: see bench/README.md"

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Union, get_args, get_origin, get_type_hints
 
+from rocketflow.net.tls import ClientAuth, TlsClientSettings, TlsConfigError, TlsMode, TlsServerSettings
 from rocketflow.store.config import BrokerRole, FlushDiskType, StoreConfig
 
 DEFAULT_BROKER_PORT: Final = 10911
@@ -102,10 +103,46 @@ class BrokerConfig:
     server_channel_max_idle_seconds: float = 120.0
     #: timeout of broker -> client calls (GET_CONSUMER_RUNNING_INFO relay)
     client_call_timeout_ms: int = 5000
+    #: Prometheus ``/metrics`` HTTP port (``metricsPort``); 0 = metrics off (rocketflow's own setting)
+    metrics_port: int = 0
+    #: address the metrics endpoint listens on (``metricsHost``)
+    metrics_host: str = "127.0.0.1"
+    #: check every request against a plain ACL file (``aclEnable``; see docs/acl.md)
+    acl_enable: bool = False
+    #: the ACL file; None = ``<store_root>/conf/plain_acl.yml`` (RocketMQ: ``$ROCKETMQ_HOME/conf/plain_acl.yml``)
+    acl_file: Path | None = None
+    #: the ACL file is checked for changes (mtime) at most this often, on use (rocketflow's own setting)
+    acl_reload_check_interval_ms: int = 1000
+    #: keys this broker signs its own requests to the name servers with (REGISTER_BROKER...), for name
+    #: servers with ACL on (rocketflow's own settings; None = unsigned)
+    access_key: str | None = None
+    secret_key: str | None = None
+    #: TLS of the listening port (``tls.server.mode``: disabled | permissive | enforcing); TLS stays off
+    #: until ``tls_server_cert_path`` is set
+    tls_mode: TlsMode = TlsMode.PERMISSIVE
+    #: PEM certificate chain and key (``tls.server.certPath`` / ``keyPath`` / ``keyPassword``)
+    tls_server_cert_path: Path | None = None
+    tls_server_key_path: Path | None = None
+    tls_server_key_password: str | None = None
+    #: CAs client certificates must chain to (``tls.server.trustCertPath``)
+    tls_server_trust_cert_path: Path | None = None
+    #: ask clients for a certificate (``tls.server.need.client.auth``: none | optional | require)
+    tls_server_need_client_auth: ClientAuth = ClientAuth.NONE
+    #: the broker's own connections to name servers use TLS (``tls.enable``); None = when tls_mode is enforcing
+    tls_enable: bool | None = None
+    #: the broker's certificate for those connections and the CAs it trusts (``tls.client.*``)
+    tls_client_cert_path: Path | None = None
+    tls_client_key_path: Path | None = None
+    tls_client_key_password: str | None = None
+    tls_client_trust_cert_path: Path | None = None
+    #: do not verify name-server certificates (``tls.test.mode.enable``; RocketMQ's default is true, ours false)
+    tls_test_mode_enable: bool = False
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise BrokerConfigError(f"listen_port must be in 0..65535, got {self.listen_port}")
+        if not 0 <= self.metrics_port <= 65535:
+            raise BrokerConfigError(f"metrics_port must be in 0..65535 (0 = off), got {self.metrics_port}")
         if self.default_topic_queue_nums <= 0:
             raise BrokerConfigError(f"default_topic_queue_nums must be positive, got {self.default_topic_queue_nums}")
         if not 0 <= self.broker_permission <= 15:
@@ -116,6 +153,46 @@ class BrokerConfig:
             raise BrokerConfigError("broker_name and cluster must not be empty")
         parse_delay_levels(self.message_delay_level)
         self.store.max_message_size = self.max_message_size
+        if self.acl_reload_check_interval_ms < 0:
+            raise BrokerConfigError(
+                f"acl_reload_check_interval_ms must be >= 0, got {self.acl_reload_check_interval_ms}")
+        if (self.access_key is None) != (self.secret_key is None):
+            raise BrokerConfigError("access_key and secret_key must be set together")
+        try:
+            self.tls_mode = TlsMode.parse(self.tls_mode)
+            self.tls_server_need_client_auth = ClientAuth.parse(self.tls_server_need_client_auth)
+        except TlsConfigError as exc:
+            raise BrokerConfigError(str(exc)) from None
+        for name in ("tls_server_cert_path", "tls_server_key_path", "tls_server_trust_cert_path",
+                     "tls_client_cert_path", "tls_client_key_path", "tls_client_trust_cert_path"):
+            value = getattr(self, name)
+            if isinstance(value, str):
+                setattr(self, name, Path(value).expanduser() if value else None)
+        self.tls_server_settings()
+        self.tls_client_settings()
+
+    def tls_server_settings(self) -> TlsServerSettings:
+        """TLS settings of the broker's listening port."""
+        try:
+            return TlsServerSettings(mode=self.tls_mode, cert_path=self.tls_server_cert_path,
+                                     key_path=self.tls_server_key_path, key_password=self.tls_server_key_password,
+                                     trust_cert_path=self.tls_server_trust_cert_path,
+                                     need_client_auth=self.tls_server_need_client_auth)
+        except TlsConfigError as exc:
+            raise BrokerConfigError(str(exc)) from None
+
+    def tls_client_settings(self) -> TlsClientSettings | None:
+        """TLS settings of the broker's connections to name servers (None = plain), as RocketMQ's
+        BrokerStartup: ``tls.enable``, else TLS when the broker itself enforces TLS."""
+        enabled = self.tls_mode is TlsMode.ENFORCING if self.tls_enable is None else self.tls_enable
+        if not enabled:
+            return None
+        try:
+            return TlsClientSettings(trust_cert_path=self.tls_client_trust_cert_path,
+                                     cert_path=self.tls_client_cert_path, key_path=self.tls_client_key_path,
+                                     key_password=self.tls_client_key_password, verify=not self.tls_test_mode_enable)
+        except TlsConfigError as exc:
+            raise BrokerConfigError(str(exc)) from None
 
     @property
     def advertised_ip(self) -> str:
@@ -135,6 +212,11 @@ class BrokerConfig:
     @property
     def delay_levels_ms(self) -> list[int]:
         return parse_delay_levels(self.message_delay_level)
+
+    @property
+    def acl_file_path(self) -> Path:
+        """`acl_file`, or ``conf/plain_acl.yml`` under the store root."""
+        return Path(self.acl_file) if self.acl_file is not None else self.store.store_root / "conf" / "plain_acl.yml"
 
 
 # --------------------------------------------------------------------------- broker.conf
@@ -176,13 +258,26 @@ _ALIASES: Final[Mapping[str, tuple[str, str]]] = {
     "accessMessageInMemoryMaxRatio": ("store", "access_message_in_memory_max_ratio"),
     "checkCRCOnRecover": ("store", "check_crc_on_recover"),
     "offsetCheckInSlave": ("store", "offset_check_in_slave"),
+    # RocketMQ's TLS system properties (TlsSystemConfig)
+    "tls.server.mode": ("broker", "tls_mode"),
+    "tls.enable": ("broker", "tls_enable"),
+    "tls.test.mode.enable": ("broker", "tls_test_mode_enable"),
+    "tls.server.need.client.auth": ("broker", "tls_server_need_client_auth"),
+    "tls.server.certPath": ("broker", "tls_server_cert_path"),
+    "tls.server.keyPath": ("broker", "tls_server_key_path"),
+    "tls.server.keyPassword": ("broker", "tls_server_key_password"),
+    "tls.server.trustCertPath": ("broker", "tls_server_trust_cert_path"),
+    "tls.client.certPath": ("broker", "tls_client_cert_path"),
+    "tls.client.keyPath": ("broker", "tls_client_key_path"),
+    "tls.client.keyPassword": ("broker", "tls_client_key_password"),
+    "tls.client.trustCertPath": ("broker", "tls_client_trust_cert_path"),
 }
 
 #: RocketMQ settings accepted and ignored (they have no meaning here), so stock files load.
 _IGNORED: Final = frozenset({
     "brokerRole_", "haListenPort", "deleteWhen_", "storePathCommitLog", "storePathConsumeQueue",
     "storePathIndex", "storeCheckpoint", "abortFile", "sendMessageThreadPoolNums",
-    "pullMessageThreadPoolNums", "brokerIP2", "aclEnable", "transientStorePoolEnable",
+    "pullMessageThreadPoolNums", "brokerIP2", "transientStorePoolEnable",
     "fetchNamesrvAddrByAddressServer", "useEpollNativeSelector", "waitTimeMillsInSendQueue",
     "brokerFastFailureEnable", "osPageCacheBusyTimeOutMills", "useReentrantLockWhenPutMessage",
     "autoDeleteUnusedStats", "serverWorkerThreads", "serverSelectorThreads", "clientWorkerThreads",

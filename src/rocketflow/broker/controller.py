@@ -15,9 +15,11 @@ from collections.abc import Awaitable, Callable
 from types import TracebackType
 
 from rocketflow import __version__
+from rocketflow.acl import AclClientHook, AclRequestHook, PlainAclFile, PlainAclValidator, SessionCredentials
 from rocketflow.broker.client_manager import ClientManager
 from rocketflow.broker.config import BrokerConfig
 from rocketflow.broker.long_polling import PullRequestHoldService
+from rocketflow.broker.metrics import BrokerMetrics
 from rocketflow.broker.namesrv_registrar import NamesrvRegistrar
 from rocketflow.broker.processors.admin import AdminBrokerProcessor
 from rocketflow.broker.processors.client_manage import ClientManageProcessor
@@ -103,7 +105,7 @@ class BrokerController:
         self.stats = BrokerStats()
         self.server = RemotingServer(config.listen_host, config.listen_port, name=f"broker {config.broker_name}",
                                      channel_max_idle_seconds=config.server_channel_max_idle_seconds,
-                                     on_close=self._channel_closed)
+                                     on_close=self._channel_closed, tls=config.tls_server_settings())
         self.send_processor = SendMessageProcessor(self)
         self.pull_processor = PullMessageProcessor(self)
         self.hold_service = PullRequestHoldService(
@@ -122,7 +124,17 @@ class BrokerController:
         ClientManageProcessor(self).register_to(self.server)
         ConsumerManageProcessor(self).register_to(self.server)
         self.server.register_default(self.admin_processor.process)
+        #: the plain ACL file when ``acl_enable`` (checked before any processor runs; see docs/acl.md)
+        self.acl_file: PlainAclFile | None = None
+        self.acl_hook: AclRequestHook | None = None
+        if config.acl_enable:
+            self.acl_file = PlainAclFile(config.acl_file_path,
+                                         check_interval=config.acl_reload_check_interval_ms / 1000)
+            self.acl_hook = AclRequestHook(PlainAclValidator(self.acl_file))
+            self.server.set_request_hook(self.acl_hook)
         self.registrar: NamesrvRegistrar | None = None
+        #: the Prometheus endpoint, when ``metrics_port`` is set (see rocketflow.broker.metrics)
+        self.metrics: BrokerMetrics | None = None
         self.store_host = pack_host(config.advertised_ip, config.listen_port)
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
@@ -154,6 +166,8 @@ class BrokerController:
         if self._started:
             raise RuntimeError("broker already started")
         config = self.config
+        if self.acl_file is not None:
+            self.acl_file.load()
         self.topics.load()
         self.groups.load()
         self.offsets.load()
@@ -178,7 +192,10 @@ class BrokerController:
             period_ms=max(10_000, min(config.register_name_server_period_ms, 60_000))
             if config.register_name_server_period_ms >= 10_000 else config.register_name_server_period_ms,
             timeout_ms=config.register_broker_timeout_ms, compressed=config.compressed_register,
+            tls=config.tls_client_settings(),
         )
+        if config.access_key is not None and config.secret_key is not None:
+            self.registrar.client.rpc_hook = AclClientHook(SessionCredentials(config.access_key, config.secret_key))
         await self.registrar.start()
         self._every(config.flush_consumer_offset_interval_ms, self.offsets.persist, "consumer offsets")
         self._every(config.flush_delay_offset_interval_ms, self.delay_offsets.persist, "delay offsets")
@@ -186,6 +203,14 @@ class BrokerController:
         self._every(config.client_scan_interval_ms, self.clients.scan_not_active_channels, "client scan")
         self._every(1000, self.stats.sample, "stats")
         self.stats.sample()
+        if config.metrics_port:
+            metrics = BrokerMetrics(self)
+            try:
+                metrics.start()
+            except OSError:
+                await self.stop()
+                raise
+            self.metrics = metrics
         logger.info("broker %s (%s) listening on %s, store %s", config.broker_name, config.cluster, self.address,
                     config.store.store_root)
 
@@ -194,6 +219,9 @@ class BrokerController:
         if not self._started or self._stopping:
             return
         self._stopping = True
+        if self.metrics is not None:
+            await asyncio.to_thread(self.metrics.stop)
+            self.metrics = None
         for task in self._tasks:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
@@ -250,6 +278,7 @@ class BrokerController:
 
     def _channel_closed(self, channel: Channel) -> None:
         self.clients.channel_closed(channel)
+        self.hold_service.release_channel(channel)
 
     # ------------------------------------------------------------------ info
 

@@ -28,7 +28,8 @@ class DevCluster:
     def __init__(self, *, namesrv_port: int = 0, broker_port: int = 0, store_dir: str | Path | None = None,
                  host: str = "127.0.0.1", keep_store: bool = False,
                  broker_settings: Mapping[str, object] | None = None) -> None:
-        """``broker_settings`` are `BrokerConfig` fields (``"store.<name>"`` for store fields)."""
+        """``broker_settings`` are `BrokerConfig` fields (``"store.<name>"`` for store fields); the name
+        server takes the ``tls_mode`` / ``tls_server_*`` ones too."""
         self.host = host
         self.namesrv_port = namesrv_port
         self.broker_port = broker_port
@@ -74,7 +75,9 @@ class DevCluster:
         if self._store_dir is None:
             self._temp_dir = tempfile.mkdtemp(prefix="rocketflow-dev-")
             self._store_dir = Path(self._temp_dir)
-        namesrv = NameServer(NamesrvConfig(host=self.host, port=self.namesrv_port))
+        namesrv_tls = {key: value for key, value in self.broker_settings.items()
+                       if key == "tls_mode" or key.startswith("tls_server_")}
+        namesrv = NameServer(NamesrvConfig(host=self.host, port=self.namesrv_port, **namesrv_tls))  # type: ignore[arg-type]
         await namesrv.start()
         self.namesrv = namesrv
         settings: dict[str, object] = {

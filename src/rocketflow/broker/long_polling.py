@@ -96,6 +96,27 @@ class PullRequestHoldService:
         held.timer = loop.call_later(max(timeout_ms, 0) / 1000, self._expire, held)
         self._held.setdefault(key, []).append(held)
 
+    def release_channel(self, channel: object) -> int:
+        """Drop the pulls held for a connection that went away, freeing their slots at once; returns how many."""
+        released = 0
+        for key, pulls in list(self._held.items()):
+            keep: list[HeldPull] = []
+            for held in pulls:
+                if held.ctx.channel is channel:
+                    held.done = True
+                    if held.timer is not None:
+                        held.timer.cancel()
+                        held.timer = None
+                    released += 1
+                else:
+                    keep.append(held)
+            if len(keep) != len(pulls):
+                if keep:
+                    self._held[key] = keep
+                else:
+                    del self._held[key]
+        return released
+
     def notify_message_arriving(self, topic: str, queue_id: int, queue_offset: int, tags_code: int,
                                 store_timestamp: int = 0) -> None:
         """Dispatch listener: a message was stored at ``queue_offset`` of ``topic@queue_id``."""

@@ -11,6 +11,7 @@ import logging
 from collections.abc import Callable
 
 from rocketflow.net import RemotingClient, RemotingError
+from rocketflow.net.tls import TlsClientSettings
 from rocketflow.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper, register_body_crc32
 from rocketflow.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
@@ -25,7 +26,7 @@ class NamesrvRegistrar:
     def __init__(self, namesrv_addresses: list[str], *, broker_name: str, cluster: str, broker_id: int,
                  broker_addr: Callable[[], str], ha_server_addr: Callable[[], str],
                  topics: Callable[[], TopicConfigSerializeWrapper], period_ms: int, timeout_ms: int,
-                 compressed: bool = False) -> None:
+                 compressed: bool = False, tls: TlsClientSettings | None = None) -> None:
         self.namesrv_addresses = namesrv_addresses
         self.broker_name = broker_name
         self.cluster = cluster
@@ -36,7 +37,8 @@ class NamesrvRegistrar:
         self.period_ms = period_ms
         self.timeout_ms = timeout_ms
         self.compressed = compressed
-        self.client = RemotingClient(name="broker-outapi")
+        #: ``tls``: connect to the name servers over TLS (RocketMQ's BrokerOuterAPI with ``useTLS``)
+        self.client = RemotingClient(name="broker-outapi", tls=tls)
         self._task: asyncio.Task[None] | None = None
         self._pending: asyncio.Task[None] | None = None
         self._again = False

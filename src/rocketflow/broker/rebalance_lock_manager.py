@@ -108,6 +108,11 @@ class RebalanceLockManager:
             if not group_table:
                 del self._table[group]
 
+    def entry_counts(self) -> dict[str, int]:
+        """group -> lock entries held in the table (expired ones included until taken over or released)."""
+        with self._lock:
+            return {group: len(entries) for group, entries in self._table.items()}
+
     def owners(self, group: str) -> dict[MessageQueue, str]:
         """Current (unexpired) lock owners of a group's queues."""
         now = self._clock_ms()

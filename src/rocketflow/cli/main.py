@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import click
 
 from rocketflow import __version__
@@ -78,15 +81,52 @@ _SET_HELP = "Any broker setting as KEY=VALUE (RocketMQ camelCase or snake_case n
 _METRICS_HELP = "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics [default: 0 = off]."
 
 
+def _acl_option(command: Callable[..., None]) -> Callable[..., None]:
+    """``--acl-file PATH``: the same as ``--set aclEnable=true --set aclFile=PATH`` (see docs/acl.md)."""
+    import functools
+    from pathlib import Path
+
+    @functools.wraps(command)
+    def with_acl(*args: object, acl_file: str | None = None, **kwargs: Any) -> None:
+        if acl_file is not None:
+            settings: tuple[str, ...] = tuple(kwargs.get("settings") or ())
+            kwargs["settings"] = (*settings, "aclEnable=true", f"aclFile={Path(acl_file).expanduser().resolve()}")
+        command(*args, **kwargs)
+
+    return click.option("--acl-file", type=click.Path(exists=True, dir_okay=False), default=None,
+                        help="Check every request against this RocketMQ plain_acl.yml (turns ACL on).")(with_acl)
+
+
+def _tls_options(command: Callable[..., None]) -> Callable[..., None]:
+    """The TLS options of the server commands (RocketMQ's tls.server.* settings; see docs/tls.md)."""
+    options = [
+        click.option("--tls-mode", type=click.Choice(["disabled", "permissive", "enforcing"]), default=None,
+                     help="TLS on the listening port (tls.server.mode); needs --tls-cert [default: permissive]."),
+        click.option("--tls-cert", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="PEM server certificate chain (tls.server.certPath); without it TLS is off."),
+        click.option("--tls-key", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="PEM private key of the certificate (tls.server.keyPath)."),
+        click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), default=None,
+                     help="PEM CA certificates trusted for client certificates (and, on a broker, for the "
+                          "name servers' certificates)."),
+        click.option("--tls-client-auth", type=click.Choice(["none", "optional", "require"]), default=None,
+                     help="Ask clients for a certificate (tls.server.need.client.auth) [default: none]."),
+    ]
+    for option in reversed(options):
+        command = option(command)
+    return command
+
+
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
 @click.option("--port", default=9876, show_default=True, type=click.IntRange(0, 65535), help="Port (0 = free).")
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
-def namesrv(host: str, port: int, verbose: bool) -> None:
+@_tls_options
+def namesrv(host: str, port: int, verbose: bool, **tls: str | None) -> None:
     """Run a name server until SIGTERM / Ctrl-C."""
-    from rocketflow.cli.servers import run_namesrv
+    from rocketflow.cli.servers import run_namesrv, tls_overrides
 
-    run_namesrv(host, port, verbose)
+    run_namesrv(host, port, verbose, tls=tls_overrides(tls, server_only=True))
 
 
 @cli.command()
@@ -103,16 +143,20 @@ def namesrv(host: str, port: int, verbose: bool) -> None:
 @click.option("--metrics-port", default=None, type=click.IntRange(0, 65535), help=_METRICS_HELP)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
+@_tls_options
+@_acl_option
 def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, port: int | None,
            store_dir: str | None, broker_name: str | None, cluster: str | None, broker_ip: str | None,
-           flush: str | None, metrics_port: int | None, settings: tuple[str, ...], verbose: bool) -> None:
+           flush: str | None, metrics_port: int | None, settings: tuple[str, ...], verbose: bool,
+           **tls: str | None) -> None:
     """Run a broker until SIGTERM / Ctrl-C (offsets and configs are persisted at exit)."""
     from pathlib import Path
 
-    from rocketflow.cli.servers import parse_settings, run_broker
+    from rocketflow.cli.servers import parse_settings, run_broker, tls_overrides
     from rocketflow.store import FlushDiskType
 
     overrides: dict[str, object] = parse_settings(settings)
+    overrides.update(tls_overrides(tls))
     explicit: dict[str, object | None] = {
         "namesrv_addr": namesrv_addr,
         "listen_host": host,
@@ -139,12 +183,15 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
 @click.option("--metrics-port", default=None, type=click.IntRange(0, 65535), help=_METRICS_HELP)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
+@_tls_options
+@_acl_option
 def dev(host: str, namesrv_port: int, broker_port: int, store_dir: str | None, keep: bool,
-        metrics_port: int | None, settings: tuple[str, ...], verbose: bool) -> None:
+        metrics_port: int | None, settings: tuple[str, ...], verbose: bool, **tls: str | None) -> None:
     """Run a name server and a broker in one process (the embedded default for demos and tests)."""
-    from rocketflow.cli.servers import parse_settings, run_dev
+    from rocketflow.cli.servers import parse_settings, run_dev, tls_overrides
 
     overrides = parse_settings(settings)
+    overrides.update(tls_overrides(tls))
     if metrics_port is not None:
         overrides["metrics_port"] = metrics_port
     run_dev(host=host, namesrv_port=namesrv_port, broker_port=broker_port, store_dir=store_dir, keep=keep,

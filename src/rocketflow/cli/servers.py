@@ -16,10 +16,12 @@ from typing import Any
 
 import click
 
+from rocketflow.acl import AclConfigError
 from rocketflow.broker.config import BrokerConfigError, build_broker_config, config_overrides_from_properties
 from rocketflow.broker.controller import BrokerController
 from rocketflow.broker.dev import DevCluster
 from rocketflow.namesrv import NameServer, NamesrvConfig
+from rocketflow.net.tls import TlsConfigError
 
 
 def _configure_logging(verbose: bool) -> None:
@@ -44,8 +46,29 @@ def _run(main: Coroutine[Any, Any, None]) -> None:
         asyncio.run(main)
     except OSError as exc:
         raise click.ClickException(f"cannot start: {exc.strerror or exc}") from None
-    except BrokerConfigError as exc:
+    except (BrokerConfigError, TlsConfigError, AclConfigError) as exc:
         raise click.ClickException(str(exc)) from None
+
+
+def tls_overrides(cli_options: Mapping[str, str | None], *, server_only: bool = False) -> dict[str, object]:
+    """The ``--tls-*`` options (``tls_mode``, ``tls_cert``, ``tls_key``, ``tls_ca``, ``tls_client_auth``)
+    as config settings (`BrokerConfig` / `NamesrvConfig` field names).
+
+    ``--tls-ca`` is the trust store for client certificates and, unless ``server_only``, also for the
+    broker's own TLS connections to name servers.
+    """
+    tls_mode, tls_cert, tls_key, tls_ca, tls_client_auth = (
+        cli_options.get(name) for name in ("tls_mode", "tls_cert", "tls_key", "tls_ca", "tls_client_auth"))
+    options: dict[str, object | None] = {
+        "tls_mode": tls_mode,
+        "tls_server_cert_path": Path(tls_cert) if tls_cert else None,
+        "tls_server_key_path": Path(tls_key) if tls_key else None,
+        "tls_server_trust_cert_path": Path(tls_ca) if tls_ca else None,
+        "tls_server_need_client_auth": tls_client_auth,
+    }
+    if not server_only:
+        options["tls_client_trust_cert_path"] = Path(tls_ca) if tls_ca else None
+    return {key: value for key, value in options.items() if value is not None}
 
 
 def parse_settings(settings: Sequence[str]) -> dict[str, object]:
@@ -66,11 +89,12 @@ def parse_settings(settings: Sequence[str]) -> dict[str, object]:
 # --------------------------------------------------------------------------- namesrv
 
 
-def run_namesrv(host: str, port: int, verbose: bool = False) -> None:
+def run_namesrv(host: str, port: int, verbose: bool = False, *, tls: Mapping[str, object] | None = None) -> None:
+    """``tls``: `NamesrvConfig` TLS fields (see `tls_overrides`)."""
     _configure_logging(verbose)
 
     async def main() -> None:
-        namesrv = NameServer(NamesrvConfig(host=host, port=port))
+        namesrv = NameServer(NamesrvConfig(host=host, port=port, **(tls or {})))  # type: ignore[arg-type]
         await namesrv.start()
         click.echo(f"namesrv listening on {namesrv.address}")
         try:
@@ -96,6 +120,8 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
         broker = BrokerController(config)
         await broker.start()
         click.echo(f"broker {config.broker_name} listening on {broker.address}")
+        if broker.metrics is not None:
+            click.echo(f"broker metrics on http://{broker.metrics.address}/metrics")
         try:
             await _wait_for_stop_signal()
         finally:
@@ -120,6 +146,8 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
         click.echo(f"namesrv listening on {cluster.namesrv_addr}")
         click.echo(f"broker {cluster.broker_config.broker_name} listening on {cluster.broker_addr}")
         click.echo(f"store dir {cluster.store_dir}")
+        if cluster.broker is not None and cluster.broker.metrics is not None:
+            click.echo(f"broker metrics on http://{cluster.broker.metrics.address}/metrics")
         try:
             await _wait_for_stop_signal()
         finally:
@@ -129,4 +157,4 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
     _run(main())
 
 
-__all__ = ["parse_settings", "run_broker", "run_dev", "run_namesrv"]
+__all__ = ["parse_settings", "run_broker", "run_dev", "run_namesrv", "tls_overrides"]

@@ -11,11 +11,17 @@ import ipaddress
 import os
 import socket
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import TYPE_CHECKING, Any, Final
 
+from rocketflow.acl.signing import SessionCredentials
 from rocketflow.client.errors import MQClientError
+from rocketflow.net.tls import TlsClientSettings, TlsConfigError
 from rocketflow.remoting.codes import LanguageCode
+
+if TYPE_CHECKING:
+    from rocketflow.protocol.message import MessageExt
 
 #: The instance name every client starts with (``rocketmq.client.name``).
 DEFAULT_INSTANCE_NAME: Final = "DEFAULT"
@@ -53,6 +59,25 @@ class ClientConfig:
     #: Send to the broker's VIP port (listen port - 2), as ``vipChannelEnabled``.
     vip_channel_enabled: bool = False
     language: LanguageCode = LanguageCode.PYTHON
+    #: Serve this client instance's Prometheus metrics at ``http://metrics_host:metrics_port/metrics``;
+    #: 0 = off (rocketflow's own setting; see `ClientInstance.enable_metrics`).
+    metrics_port: int = 0
+    metrics_host: str = "127.0.0.1"
+    #: ACL credentials: with both keys set every request is signed (RocketMQ's ``AclClientRPCHook``).
+    access_key: str | None = None
+    secret_key: str | None = dataclasses.field(default=None, repr=False)
+    #: Optional ``SecurityToken`` sent (and signed) with every request.
+    security_token: str | None = dataclasses.field(default=None, repr=False)
+    #: Connect to name servers and brokers over TLS (``useTLS``; RocketMQ's ``tls.enable``).
+    use_tls: bool = False
+    #: PEM file of the CAs the server certificates must chain to (``tls.client.trustCertPath``); None = system CAs.
+    tls_ca: str | None = None
+    #: Our certificate and key for mutual TLS (``tls.client.certPath`` / ``keyPath`` / ``keyPassword``).
+    tls_cert: str | None = None
+    tls_key: str | None = None
+    tls_key_password: str | None = None
+    #: Verify the server certificate and host name; False = RocketMQ's ``tls.test.mode.enable`` (no checks).
+    tls_verify: bool = True
 
     def __post_init__(self) -> None:
         if self.namesrv_addr is None:
@@ -75,6 +100,11 @@ class ClientConfig:
         delay = self.pull_time_delay_mills_when_exception
         if isinstance(delay, bool) or not isinstance(delay, int) or delay < 0:
             raise MQClientError(f"pull_time_delay_mills_when_exception must be an int >= 0 (ms), got {delay!r}")
+        port = self.metrics_port
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise MQClientError(f"metrics_port must be an int in 0..65535 (0 = off), got {port!r}")
+        if not isinstance(self.metrics_host, str) or not self.metrics_host:
+            raise MQClientError(f"metrics_host must be a non-empty host name or address, got {self.metrics_host!r}")
         if not isinstance(self.instance_name, str) or not self.instance_name.strip():
             raise MQClientError(f"instance_name must be a non-empty string, got {self.instance_name!r}")
         if "@" in self.instance_name:
@@ -87,6 +117,43 @@ class ClientConfig:
                 raise MQClientError(f"client_ip must be an IP address, got {self.client_ip!r}") from None
         if self.namesrv_addr is not None:
             self.namesrv_addresses()
+        for name in ("access_key", "secret_key", "security_token"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str) or not value):
+                raise MQClientError(f"{name} must be a non-empty string or None, got {type(value).__name__}")
+        if (self.access_key is None) != (self.secret_key is None):
+            raise MQClientError("access_key and secret_key must be set together (or neither)")
+        if self.security_token is not None and self.access_key is None:
+            raise MQClientError("security_token needs access_key and secret_key")
+        for name in ("use_tls", "tls_verify"):
+            if not isinstance(getattr(self, name), bool):
+                raise MQClientError(f"{name} must be True or False, got {getattr(self, name)!r}")
+        for name in ("tls_ca", "tls_cert", "tls_key", "tls_key_password"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, str | os.PathLike) or not str(value)):
+                raise MQClientError(f"{name} must be a non-empty path string or None, got {value!r}")
+        settings = self.tls_settings()
+        if settings is not None:
+            try:
+                settings.build_context()
+            except TlsConfigError as exc:
+                raise MQClientError(f"unusable TLS settings: {exc}") from None
+
+    def tls_settings(self) -> TlsClientSettings | None:
+        """The TLS settings of this client's connections (None when `use_tls` is off)."""
+        if not self.use_tls:
+            return None
+        try:
+            return TlsClientSettings(trust_cert_path=self.tls_ca, cert_path=self.tls_cert, key_path=self.tls_key,
+                                     key_password=self.tls_key_password, verify=self.tls_verify)
+        except TlsConfigError as exc:
+            raise MQClientError(f"unusable TLS settings: {exc}") from None
+
+    def credentials(self) -> SessionCredentials | None:
+        """The ACL credentials requests are signed with, or None."""
+        if self.access_key is None or self.secret_key is None:
+            return None
+        return SessionCredentials(self.access_key, self.secret_key, self.security_token)
 
     def namesrv_addresses(self) -> list[str]:
         """The name server addresses (``;``-separated ``host:port`` items)."""
@@ -158,11 +225,40 @@ def local_address_towards(addresses: list[str]) -> str:
     return "127.0.0.1"
 
 
+#: Key-ordered consumption (issue 8; no RocketMQ counterpart): keys of one queue consumed at once.
+DEFAULT_MAX_IN_FLIGHT_PER_QUEUE: Final = 64
+MAX_IN_FLIGHT_PER_QUEUE_LIMIT: Final = 65535
+
+
+@dataclass(frozen=True, slots=True)
+class KeyOrderedConfig:
+    """Settings of key-ordered consumption (`PushConsumer.register_key_ordered_listener`).
+
+    ``key``: ``fn(MessageExt) -> str`` naming a message's ordering key (None: the sharding key,
+    else the first of KEYS, else no ordering); ``max_in_flight_per_queue``: how many keys of one
+    queue may be consumed at the same time.
+    """
+
+    key: Callable[[MessageExt], str] | None = None
+    max_in_flight_per_queue: int = DEFAULT_MAX_IN_FLIGHT_PER_QUEUE
+
+    def __post_init__(self) -> None:
+        if self.key is not None and not callable(self.key):
+            raise MQClientError(f"key must be a callable(MessageExt) -> str or None, got {self.key!r}")
+        limit = self.max_in_flight_per_queue
+        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_IN_FLIGHT_PER_QUEUE_LIMIT:
+            raise MQClientError(f"max_in_flight_per_queue must be an int in 1..{MAX_IN_FLIGHT_PER_QUEUE_LIMIT}, "
+                                f"got {limit!r}")
+
+
 __all__ = [
     "CLIENT_CONFIG_FIELDS",
     "CLIENT_NAME_ENV",
     "DEFAULT_INSTANCE_NAME",
+    "DEFAULT_MAX_IN_FLIGHT_PER_QUEUE",
+    "MAX_IN_FLIGHT_PER_QUEUE_LIMIT",
     "NAMESRV_ADDR_ENV",
     "ClientConfig",
+    "KeyOrderedConfig",
     "local_address_towards",
 ]

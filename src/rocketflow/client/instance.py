@@ -37,9 +37,11 @@ from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, ClassVar, Final, TypeVar
 
 from rocketflow import __version__
+from rocketflow.acl.signing import AclClientHook
 from rocketflow.client.api import ClientAPI
 from rocketflow.client.config import ClientConfig
 from rocketflow.client.errors import MQClientError, MQError, MQTimeoutError
+from rocketflow.client.metrics import ClientMetrics
 from rocketflow.client.route import (
     MASTER_ID,
     FindBrokerResult,
@@ -159,6 +161,8 @@ class ClientInstance:
         self.broker_version_table: dict[str, dict[str, int]] = {}
         self._publish_table: dict[str, TopicPublishInfo] = {}
         self._subscribe_table: dict[str, list[MessageQueue]] = {}
+        #: Prometheus metrics, once enabled (``metrics_port`` setting or `enable_metrics`)
+        self.metrics: ClientMetrics | None = None
 
     def __repr__(self) -> str:
         return f"ClientInstance({self.client_id!r}, started={self.started}, refs={self._ref_count})"
@@ -322,11 +326,19 @@ class ClientInstance:
             self._thread = None
             self._thread_id = None
             raise
+        if self.config.metrics_port:
+            try:
+                self.enable_metrics(self.config.metrics_port, self.config.metrics_host)
+            except MQClientError:
+                self._stop_loop()
+                raise
         logger.info("client instance %s started", self.client_id)
 
     async def _start_async(self) -> None:
         config = self.config
-        remoting = RemotingClient(name=f"client {self.client_id}")
+        credentials = config.credentials()
+        remoting = RemotingClient(name=f"client {self.client_id}", tls=config.tls_settings(),
+                                  rpc_hook=AclClientHook(credentials) if credentials is not None else None)
         remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_consumer_ids_changed)
         remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_get_consumer_running_info)
@@ -351,6 +363,9 @@ class ClientInstance:
         ]
 
     def _stop_loop(self) -> None:
+        metrics, self.metrics = self.metrics, None
+        if metrics is not None:
+            metrics.stop()
         loop, thread = self._loop, self._thread
         if loop is None or thread is None:
             return
@@ -383,6 +398,28 @@ class ClientInstance:
         await asyncio.gather(*self._background, return_exceptions=True)
         if self._remoting is not None:
             await self._remoting.close()
+
+    # ------------------------------------------------------------------ metrics
+
+    def enable_metrics(self, port: int, host: str = "127.0.0.1") -> ClientMetrics:
+        """Serve this instance's Prometheus metrics at ``http://host:port/metrics`` until shutdown.
+
+        ``port`` 0 picks a free port (see ``metrics.port``). Raises `MQClientError` when the instance is
+        not started, metrics are already served, or the port cannot be bound.
+        """
+        if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+            raise MQClientError(f"metrics port must be an int in 0..65535, got {port!r}")
+        if not self.started:
+            raise MQClientError(f"client instance {self.client_id} is not started; start a client first")
+        if self.metrics is not None:
+            raise MQClientError(f"metrics of client {self.client_id} are already served on {self.metrics.address}")
+        metrics = ClientMetrics(self)
+        try:
+            metrics.serve(port, host)
+        except OSError as exc:
+            raise MQClientError(str(exc.strerror or exc)) from None
+        self.metrics = metrics
+        return metrics
 
     # ------------------------------------------------------------------ running coroutines
 

@@ -438,7 +438,17 @@ class Producer:
             sys_flag |= MessageSysFlag.TRANSACTION_PREPARED
         header = self._header(msg, mq, sys_flag)
         wire = Message(msg.topic, body, flag=msg.flag, properties=msg.properties)
-        return await instance.api.send_message(addr, mq.broker_name, wire, header, timeout, mode)
+        metrics = instance.metrics
+        if metrics is None:
+            return await instance.api.send_message(addr, mq.broker_name, wire, header, timeout, mode)
+        began = time.monotonic()
+        try:
+            result = await instance.api.send_message(addr, mq.broker_name, wire, header, timeout, mode)
+        except MQError:
+            metrics.send_failed(self.group, mq.topic)
+            raise
+        metrics.observe_send(self.group, mq.topic, time.monotonic() - began)
+        return result
 
     def _header(self, msg: Message, mq: MessageQueue, sys_flag: int, *,
                 batch: bool = False) -> SendMessageRequestHeader:
@@ -523,18 +533,26 @@ class Producer:
                 last_error = MQClientError(f"the broker {mq.broker_name!r} does not exist")
                 continue
             header = self._header(carrier, mq, 0, batch=True)
+            metrics = instance.metrics
+            began = time.monotonic()
             try:
                 result = await instance.api.send_batch(instance.vip_address(addr), mq.broker_name, msgs, body,
                                                        header, remaining)
             except MQBrokerError as exc:
+                if metrics is not None:
+                    metrics.send_failed(self.group, first.topic)
                 if exc.code not in RETRY_RESPONSE_CODES:
                     raise
                 last_error = exc
                 continue
             except (MQRemotingError, MQClientError) as exc:
+                if metrics is not None:
+                    metrics.send_failed(self.group, first.topic)
                 last_error = exc
                 continue
             assert result is not None
+            if metrics is not None:
+                metrics.observe_send(self.group, first.topic, time.monotonic() - began)
             return result
         raise MQClientError(f"batch send to topic {first.topic!r} failed (brokers tried: {brokers_sent}): "
                             f"{last_error}", getattr(last_error, "code", None)) from last_error

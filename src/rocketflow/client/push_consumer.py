@@ -6,6 +6,7 @@ consumer = PushConsumer("cg", namesrv="127.0.0.1:9876",
 consumer.subscribe("Orders", "pay || ship")
 consumer.register_concurrent_listener(fn)     # fn(msgs, context) -> ConsumeConcurrentlyStatus
 # or consumer.register_orderly_listener(fn)   # fn(msgs, context) -> ConsumeOrderlyStatus
+# or consumer.register_key_ordered_listener(fn)   # per-key order, keys in parallel (consume_key_ordered)
 with consumer:                                 # start() ... shutdown()
     ...
 ```
@@ -49,7 +50,12 @@ from types import TracebackType
 from typing import Any, Final
 
 from rocketflow.client.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
-from rocketflow.client.config import CLIENT_CONFIG_FIELDS, ClientConfig
+from rocketflow.client.config import (
+    CLIENT_CONFIG_FIELDS,
+    DEFAULT_MAX_IN_FLIGHT_PER_QUEUE,
+    ClientConfig,
+    KeyOrderedConfig,
+)
 from rocketflow.client.consume_concurrently import ConsumeMessageConcurrentlyService, ConsumeMessageService
 from rocketflow.client.consume_context import (
     JAVA_INT_MAX,
@@ -57,6 +63,7 @@ from rocketflow.client.consume_context import (
     ConsumeMessageDirectlyResult,
     OrderlyListener,
 )
+from rocketflow.client.consume_key_ordered import ConsumeMessageKeyOrderedService, KeyFunction
 from rocketflow.client.consume_orderly import ConsumeMessageOrderlyService
 from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.hooks import ConsumeHooks
@@ -270,6 +277,8 @@ class PushConsumer:
         self.rebalance = RebalancePushImpl(self)
         self._listener: Callable[..., Any] | None = None
         self.consume_orderly = False
+        #: Set by `register_key_ordered_listener` (the consumer is then also ``consume_orderly``: broker locks).
+        self.key_ordered: KeyOrderedConfig | None = None
         self._state = ServiceState.CREATE_JUST
         self._state_lock = threading.Lock()
         self._paused = False
@@ -416,6 +425,16 @@ class PushConsumer:
         """``listener(msgs, context) -> ConsumeOrderlyStatus``, plain or ``async def``."""
         self._register(listener, orderly=True)
 
+    def register_key_ordered_listener(self, listener: OrderlyListener, key: KeyFunction | None = None,
+                                      max_in_flight_per_queue: int = DEFAULT_MAX_IN_FLIGHT_PER_QUEUE) -> None:
+        """Key-ordered consumption (`rocketflow.client.consume_key_ordered`): ``listener([msg], context) ->
+        ConsumeOrderlyStatus`` (plain or ``async def``) gets one message at a time per key, keys of a queue in
+        parallel (at most ``max_in_flight_per_queue``); ``key(msg) -> str`` overrides the default key (the
+        sharding key, else the first of KEYS, else none)."""
+        config = KeyOrderedConfig(key, max_in_flight_per_queue)
+        self._register(listener, orderly=True)
+        self.key_ordered = config
+
     def _register(self, listener: Callable[..., Any], *, orderly: bool) -> None:
         if not callable(listener):
             raise MQClientError(f"a listener must be callable, got {listener!r}")
@@ -424,6 +443,7 @@ class PushConsumer:
                                 "before start()")
         self._listener = listener
         self.consume_orderly = orderly
+        self.key_ordered = None
 
     def register_hook(self, hook: object) -> None:
         """Add a consume hook (``consume_message_before(ctx)`` / ``consume_message_after(ctx)``)."""
@@ -471,7 +491,9 @@ class PushConsumer:
         listener = self._listener
         assert listener is not None
         service: ConsumeMessageService
-        if self.consume_orderly:
+        if self.key_ordered is not None:
+            service = ConsumeMessageKeyOrderedService(self, listener, self.key_ordered)
+        elif self.consume_orderly:
             service = ConsumeMessageOrderlyService(self, listener)
         else:
             service = ConsumeMessageConcurrentlyService(self, listener)

@@ -93,6 +93,8 @@ class RebalanceImpl(ABC):
         #: topic -> subscription (the retry topic included in clustering).
         self.subscription_inner: dict[str, SubscriptionData] = {}
         self._rebalance_lock: asyncio.Lock | None = None
+        #: rebalance rounds run so far (exported as a metric)
+        self.rebalance_count = 0
 
     # ------------------------------------------------------------------ wiring
 
@@ -149,6 +151,7 @@ class RebalanceImpl(ABC):
     async def do_rebalance(self, is_order: bool) -> None:
         """Rebalance every subscribed topic, then drop queues of topics no longer subscribed."""
         async with self.rebalance_lock:
+            self.rebalance_count += 1
             for topic in list(self.subscription_inner):
                 try:
                     await self.rebalance_by_topic(topic, is_order)

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 
+from rocketflow.acl import NAMESRV_ADMIN_CODES, AclRequestHook, PlainAclFile, PlainAclValidator
 from rocketflow.namesrv.config import NamesrvConfig
 from rocketflow.namesrv.kv_config import KVConfigManager
 from rocketflow.namesrv.processor import NamesrvProcessor
@@ -28,8 +29,16 @@ class NameServer:
             name="namesrv",
             channel_max_idle_seconds=self.config.channel_max_idle_seconds,
             on_close=self._on_channel_close,
+            tls=self.config.tls_server_settings(),
         )
         NamesrvProcessor(self.config, self.routes, self.kv_config).register_to(self.server)
+        #: the plain ACL file when ``acl_enable`` (see docs/acl.md)
+        self.acl_file: PlainAclFile | None = None
+        if self.config.acl_enable:
+            self.acl_file = PlainAclFile(self.config.acl_file_path,
+                                         check_interval=self.config.acl_reload_check_interval_seconds)
+            self.server.set_request_hook(
+                AclRequestHook(PlainAclValidator(self.acl_file, admin_codes=NAMESRV_ADMIN_CODES)))
         self._scanner: asyncio.Task[None] | None = None
 
     @property
@@ -41,6 +50,8 @@ class NameServer:
         return self.server.port
 
     async def start(self) -> None:
+        if self.acl_file is not None:
+            self.acl_file.load()
         self.kv_config.load()
         await self.server.start()
         self._scanner = asyncio.get_running_loop().create_task(self._scan_loop())

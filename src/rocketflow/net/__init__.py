@@ -10,6 +10,7 @@ from rocketflow.net.connection import (
     ChannelCallback,
     Processor,
     RequestContext,
+    RequestHook,
     not_supported_remark,
 )
 from rocketflow.net.errors import (
@@ -35,6 +36,7 @@ __all__ = [
     "RemotingServer",
     "RemotingTimeoutError",
     "RequestContext",
+    "RequestHook",
     "not_supported_remark",
     "parse_address",
 ]

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import ssl
 from collections.abc import Callable
 from types import TracebackType
 from typing import Final
@@ -15,7 +16,13 @@ from rocketflow.net.connection import (
     run_channel_callback,
     sweep_idle_channels,
 )
-from rocketflow.net.errors import RemotingConnectError, RemotingTimeoutError
+from rocketflow.net.errors import (
+    RemotingConnectError,
+    RemotingConnectionClosedError,
+    RemotingError,
+    RemotingTimeoutError,
+)
+from rocketflow.net.tls import TlsClientSettings, TlsHandshakeError, describe_tls_error
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.frame import DEFAULT_MAX_FRAME_SIZE
 
@@ -45,7 +52,8 @@ class RemotingClient:
     next use after the connection closed, and matches the response by opaque. Requests the server
     sends to us (e.g. NOTIFY_CONSUMER_IDS_CHANGED) go to handlers added with `register`; other codes
     are answered REQUEST_CODE_NOT_SUPPORTED unless oneway. ``on_disconnect(addr)`` is called whenever
-    a connection closes.
+    a connection closes. With ``tls`` settings every connection uses TLS (`TlsHandshakeError` when the
+    handshake fails).
     """
 
     def __init__(
@@ -56,6 +64,8 @@ class RemotingClient:
         channel_max_idle_seconds: float | None = DEFAULT_CLIENT_CHANNEL_MAX_IDLE_SECONDS,
         name: str = "client",
         on_disconnect: Callable[[str], object] | None = None,
+        tls: TlsClientSettings | None = None,
+        rpc_hook: Callable[[str, RemotingCommand], None] | None = None,
     ) -> None:
         if connect_timeout <= 0:
             raise ValueError(f"connect_timeout must be positive, got {connect_timeout}")
@@ -70,6 +80,10 @@ class RemotingClient:
         self.max_frame_size = max_frame_size
         self.channel_max_idle_seconds = channel_max_idle_seconds
         self.on_disconnect = on_disconnect
+        #: called as ``rpc_hook(addr, request)`` before each request of ours is sent (e.g. ACL signing)
+        self.rpc_hook = rpc_hook
+        self.tls = tls
+        self._tls_context = tls.build_context() if tls is not None else None
         self._dispatcher = RequestDispatcher(name)
         self._channels: dict[str, Channel] = {}
         self._connect_locks: dict[str, asyncio.Lock] = {}
@@ -96,19 +110,27 @@ class RemotingClient:
         """
         if timeout <= 0:
             raise ValueError(f"timeout must be positive, got {timeout}")
+        if self.rpc_hook is not None:
+            self.rpc_hook(addr, command)
         channel = self._channels.get(addr)
-        if channel is not None and not channel.closed:
-            return await channel.invoke(command, timeout)
-        loop = asyncio.get_running_loop()
-        started = loop.time()
-        channel = await self.get_channel(addr)
-        remaining = timeout - (loop.time() - started)
-        if remaining <= 0:
-            raise RemotingTimeoutError(f"connecting to {addr} used up the whole {timeout:.3g}s timeout")
-        return await channel.invoke(command, remaining)
+        if channel is None or channel.closed:
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            channel = await self.get_channel(addr)
+            remaining = timeout - (loop.time() - started)
+            if remaining <= 0:
+                raise RemotingTimeoutError(f"connecting to {addr} used up the whole {timeout:.3g}s timeout")
+        else:
+            remaining = timeout
+        try:
+            return await channel.invoke(command, remaining)
+        except RemotingConnectionClosedError as exc:
+            raise self._explain_closed(addr, channel, exc) from None
 
     async def invoke_oneway(self, addr: str, command: RemotingCommand) -> None:
         """Send ``command`` to ``addr`` as a oneway request (its oneway flag is set)."""
+        if self.rpc_hook is not None:
+            self.rpc_hook(addr, command)
         channel = await self.get_channel(addr)
         await channel.send_oneway(command)
 
@@ -134,14 +156,27 @@ class RemotingClient:
     async def _connect(self, addr: str) -> Channel:
         host, port = parse_address(addr)
         loop = asyncio.get_running_loop()
+        context = self._tls_context
         try:
             async with asyncio.timeout(self.connect_timeout):
-                _, channel = await loop.create_connection(lambda: self._make_channel(addr), host, port)
+                if context is None:
+                    _, channel = await loop.create_connection(lambda: self._make_channel(addr), host, port)
+                else:
+                    assert self.tls is not None
+                    _, channel = await loop.create_connection(
+                        lambda: self._make_channel(addr), host, port, ssl=context,
+                        server_hostname=host if context.check_hostname else None,
+                        ssl_handshake_timeout=self.tls.handshake_timeout)
         except TimeoutError:
             raise RemotingConnectError(
                 f"connecting to {addr} timed out after {self.connect_timeout:.3g}s"
             ) from None
+        except ssl.SSLError as exc:
+            raise TlsHandshakeError(f"TLS handshake with {addr} failed: {describe_tls_error(exc)}") from None
         except OSError as exc:
+            if context is not None and isinstance(exc, ConnectionError):
+                raise TlsHandshakeError(f"TLS handshake with {addr} failed: the server closed the connection "
+                                        f"({exc.strerror or exc}); does it accept TLS?") from None
             raise RemotingConnectError(f"cannot connect to {addr}: {exc.strerror or exc}") from None
         logger.debug("%s: connected to %s from %s", self.name, addr, channel.local_address)
         if self.channel_max_idle_seconds is not None and self._sweeper is None:
@@ -151,8 +186,29 @@ class RemotingClient:
         return channel
 
     def _make_channel(self, addr: str) -> Channel:
-        return Channel(self._dispatcher, max_frame_size=self.max_frame_size,
-                       on_lost=lambda channel: self._channel_lost(addr, channel))
+        return _ClientChannel(self._dispatcher, max_frame_size=self.max_frame_size,
+                              on_lost=lambda channel: self._channel_lost(addr, channel))
+
+    def _explain_closed(self, addr: str, channel: Channel, exc: RemotingConnectionClosedError) -> RemotingError:
+        """Say why a connection closed under a call when the cause is TLS (or likely a missing TLS)."""
+        if not isinstance(channel, _ClientChannel):
+            return exc
+        reason = channel.lost_reason
+        if isinstance(reason, ssl.SSLError):
+            return RemotingConnectionClosedError(f"{exc}: TLS error: {describe_tls_error(reason)}")
+        if channel.received_data:
+            return exc
+        if self.tls is None:
+            return RemotingConnectionClosedError(
+                f"{exc}; {addr} closed the connection without answering anything: if that server only accepts "
+                "TLS (tls.server.mode=enforcing), enable TLS on this client")
+        # a server that rejects our certificate (or its absence) after the handshake just drops the connection
+        if self.tls.cert_path is None:
+            hint = "it may require a client certificate (tls.server.need.client.auth=require): set one on this client"
+        else:
+            hint = "it may not trust our client certificate"
+        return RemotingConnectionClosedError(
+            f"{exc}; {addr} closed the TLS connection without answering anything: {hint}")
 
     def _channel_lost(self, addr: str, channel: Channel) -> None:
         if self._channels.get(addr) is channel:
@@ -197,6 +253,24 @@ class RemotingClient:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         traceback: TracebackType | None) -> None:
         await self.close()
+
+
+class _ClientChannel(Channel):
+    """A client connection that remembers whether anything came back and why it closed."""
+
+    def __init__(self, dispatcher: RequestDispatcher, *, max_frame_size: int,
+                 on_lost: Callable[[Channel], None]) -> None:
+        super().__init__(dispatcher, max_frame_size=max_frame_size, on_lost=on_lost)
+        self.received_data = False
+        self.lost_reason: Exception | None = None
+
+    def data_received(self, data: bytes) -> None:
+        self.received_data = True
+        super().data_received(data)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.lost_reason = exc
+        super().connection_lost(exc)
 
 
 __all__ = [

@@ -26,6 +26,9 @@ logger = logging.getLogger("rocketflow.net.connection")
 #: Transport write buffer above which the peer is considered slow (reading pauses on the server).
 WRITE_BUFFER_HIGH_WATER: Final = 1024 * 1024
 WRITE_BUFFER_LOW_WATER: Final = 256 * 1024
+#: Server side: a peer with more than this many response bytes buffered (it does not read) is disconnected.
+#: Pausing reads bounds new requests, but those already read (one read can hold hundreds of pulls) are answered.
+WRITE_BUFFER_HARD_LIMIT: Final = 64 * 1024 * 1024
 #: Queued outgoing bytes that force an immediate write instead of waiting for the next loop turn.
 OUTBOX_FLUSH_BYTES: Final = 256 * 1024
 #: How long a connection closed for a malformed frame waits for handlers of the good frames before it.
@@ -145,6 +148,8 @@ Processor: TypeAlias = Callable[
 ]
 #: A connection lifecycle hook (may be sync or async).
 ChannelCallback: TypeAlias = Callable[["Channel"], object]
+#: Runs before every request is routed (e.g. an ACL check): None lets it through, a response refuses it.
+RequestHook: TypeAlias = Callable[["Channel", RemotingCommand], RemotingCommand | None]
 
 
 class RequestDispatcher:
@@ -156,6 +161,7 @@ class RequestDispatcher:
         self.role = role
         self.max_inflight_requests = max_inflight_requests
         self.default_processor: Processor | None = None
+        self.request_hook: RequestHook | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         self._processors: dict[int, Processor] = {}
 
@@ -166,6 +172,8 @@ class RequestDispatcher:
         return self._processors.get(code, self.default_processor)
 
     def dispatch(self, channel: Channel, request: RemotingCommand) -> None:
+        if self.request_hook is not None and self._refused_by_hook(self.request_hook, channel, request):
+            return
         processor = self._processors.get(request.code, self.default_processor)
         if processor is None:
             logger.debug("%s: no processor for %s from %s", self.role, request.describe(),
@@ -201,6 +209,20 @@ class RequestDispatcher:
             return
         self._processor_failed(context, TypeError(f"processor returned {type(result).__name__}, "
                                                   "expected RemotingCommand or None"))
+
+    def _refused_by_hook(self, hook: RequestHook, channel: Channel, request: RemotingCommand) -> bool:
+        try:
+            refusal = hook(channel, request)
+        except Exception as exc:
+            logger.error("%s: request hook failed on %s from %s", self.role, request.describe(),
+                         channel.remote_address, exc_info=exc)
+            refusal = request.make_response(ResponseCode.SYSTEM_ERROR, remark=describe_exception(exc))
+        if refusal is None:
+            return False
+        if not request.is_oneway:
+            refusal.opaque = request.opaque
+            channel.send_quietly(refusal)
+        return True
 
     async def _run(self, context: RequestContext, awaitable: Awaitable[RemotingCommand | None]) -> None:
         try:
@@ -396,6 +418,10 @@ class Channel(asyncio.Protocol):
             return
         self._transport.write(data)
         self.last_activity = self._loop.time()
+        if self._pause_reading_on_backpressure and self._transport.get_write_buffer_size() > WRITE_BUFFER_HARD_LIMIT:
+            logger.warning("%s: peer does not read its responses (%d bytes buffered, limit %d): disconnecting", self,
+                           self._transport.get_write_buffer_size(), WRITE_BUFFER_HARD_LIMIT)
+            self.abort()
 
     async def drain(self) -> None:
         """Wait while the transport's write buffer is above its high-water mark."""

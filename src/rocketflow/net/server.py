@@ -12,9 +12,11 @@ from rocketflow.net.connection import (
     ChannelCallback,
     Processor,
     RequestDispatcher,
+    RequestHook,
     run_channel_callback,
     sweep_idle_channels,
 )
+from rocketflow.net.tls import TlsListener, TlsServerSettings
 from rocketflow.remoting.frame import DEFAULT_MAX_FRAME_SIZE
 
 logger = logging.getLogger("rocketflow.net.server")
@@ -32,7 +34,9 @@ class RemotingServer:
     Register processors with `register` / `register_default`, then `start()` (or ``async with``).
     Requests without a processor are answered REQUEST_CODE_NOT_SUPPORTED; a processor that raises
     yields SYSTEM_ERROR; oneway requests are never answered. ``on_connect`` / ``on_close`` are called
-    with the `Channel` when a client connects / goes away (sync or async callables).
+    with the `Channel` when a client connects / goes away (sync or async callables). With ``tls``
+    settings that have a certificate, the server accepts TLS connections as their mode says (see
+    `rocketflow.net.tls`).
     """
 
     def __init__(
@@ -47,6 +51,7 @@ class RemotingServer:
         shutdown_grace_seconds: float = DEFAULT_SHUTDOWN_GRACE_SECONDS,
         on_connect: ChannelCallback | None = None,
         on_close: ChannelCallback | None = None,
+        tls: TlsServerSettings | None = None,
     ) -> None:
         if not 0 <= port <= 65535:
             raise ValueError(f"port must be in 0..65535, got {port}")
@@ -68,7 +73,10 @@ class RemotingServer:
         self._requested_port = port
         self._port: int | None = None
         self._dispatcher = RequestDispatcher(name, max_inflight_requests=max_inflight_requests)
-        self._server: asyncio.Server | None = None
+        self._server: asyncio.Server | TlsListener | None = None
+        self.tls = tls
+        # built now so that unusable certificate files fail the constructor, not the first client
+        self._tls_context = tls.build_context() if tls is not None and tls.enabled else None
         self._channels: dict[int, Channel] = {}
         self._sweeper: asyncio.Task[None] | None = None
         self._callback_tasks: set[asyncio.Task[None]] = set()
@@ -82,6 +90,11 @@ class RemotingServer:
     def register_default(self, processor: Processor | None) -> None:
         """Route requests of every unregistered code to ``processor`` (None removes it)."""
         self._dispatcher.default_processor = processor
+
+    def set_request_hook(self, hook: RequestHook | None) -> None:
+        """Call ``hook(channel, request)`` before routing each request; a response it returns is sent
+        instead (the request is not processed). None removes it."""
+        self._dispatcher.request_hook = hook
 
     # ------------------------------------------------------------------ state
 
@@ -118,15 +131,22 @@ class RemotingServer:
         if self._server is not None:
             raise RuntimeError(f"{self.name}: already started")
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._make_channel, self.host, self._requested_port,
-                                                reuse_address=True)
+        if self.tls is not None and self._tls_context is not None:
+            listener = TlsListener(self._make_channel, self.tls, context=self._tls_context, name=self.name,
+                                   first_byte_timeout=self.channel_max_idle_seconds)
+            await listener.start(self.host, self._requested_port)
+            self._server = listener
+        else:
+            self._server = await loop.create_server(self._make_channel, self.host, self._requested_port,
+                                                    reuse_address=True)
         sockets = self._server.sockets
         self._port = int(sockets[0].getsockname()[1]) if sockets else self._requested_port
         if self.channel_max_idle_seconds is not None:
             self._sweeper = loop.create_task(
                 sweep_idle_channels(self._channels.values, self.channel_max_idle_seconds, self.name)
             )
-        logger.info("%s: listening on %s", self.name, self.address)
+        logger.info("%s: listening on %s%s", self.name, self.address,
+                    f" (TLS {self.tls.mode.value})" if self.tls is not None and self._tls_context else "")
 
     async def stop(self, grace_seconds: float | None = None) -> None:
         """Stop accepting, let running handlers finish (within the grace period), close every connection."""

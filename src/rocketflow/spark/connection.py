@@ -55,11 +55,11 @@ class Chunk:
 class Connection:
     """A started `ClientInstance` of this process with the source's and sink's RPCs on top."""
 
-    def __init__(self, namesrv: str) -> None:
-        # one client id per process and name server: instances are shared by client id
-        cluster_tag = zlib.crc32(namesrv.encode("utf-8"))
+    def __init__(self, namesrv: str, access_key: str | None = None, secret_key: str | None = None) -> None:
+        # one client id per process, name server and ACL key: instances are shared by client id
+        cluster_tag = zlib.crc32(namesrv.encode() if access_key is None else f"{namesrv}|{access_key}".encode())
         config = ClientConfig(namesrv_addr=namesrv, instance_name=f"rocketflow-spark-{os.getpid()}-{cluster_tag:08x}",
-                              mq_client_api_timeout=RPC_TIMEOUT)
+                              mq_client_api_timeout=RPC_TIMEOUT, access_key=access_key, secret_key=secret_key)
         self.namesrv = namesrv
         self.instance = ClientInstance.get_or_create(config)
         self.instance.start()
@@ -290,18 +290,19 @@ def _merge(ranges: list[tuple[int, int]]) -> list[tuple[int, int]]:
     return merged
 
 
-_connections: dict[tuple[int, str], Connection] = {}
+_connections: dict[tuple[int, str, str | None, str | None], Connection] = {}
 _connections_lock = threading.Lock()
 
 
-def get_connection(namesrv: str) -> Connection:
-    """This process's connection to the cluster of ``namesrv`` (opened on first use)."""
-    key = (os.getpid(), namesrv)
+def get_connection(namesrv: str, access_key: str | None = None, secret_key: str | None = None) -> Connection:
+    """This process's connection to the cluster of ``namesrv`` (opened on first use), signing its
+    requests with the ACL keys when given."""
+    key = (os.getpid(), namesrv, access_key, secret_key)
     with _connections_lock:
         connection = _connections.get(key)
         if connection is None:
             try:
-                connection = Connection(namesrv)
+                connection = Connection(namesrv, access_key, secret_key)
             except MQError as exc:
                 raise SourceError(f"cannot connect to name server {namesrv}: {exc}") from exc
             _connections[key] = connection

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from rocketflow.protocol.message import MessageQueue
@@ -30,8 +30,9 @@ DEFAULT_MAX_RECORDS_PER_PARTITION: Final = 1_000_000
 READER_OPTIONS: Final = frozenset({
     "namesrv", "topic", "subexpression", "startingoffsets", "startingtimestamp", "endingoffsets",
     "maxmessagespertrigger", "failondataloss", "group", "pullbatchsize", "maxrecordsperpartition",
+    "accesskey", "secretkey",
 })
-WRITER_OPTIONS: Final = frozenset({"namesrv", "topic", "producergroup"})
+WRITER_OPTIONS: Final = frozenset({"namesrv", "topic", "producergroup", "accesskey", "secretkey"})
 #: Options Spark itself passes along to every data source.
 _SPARK_OPTIONS: Final = frozenset({"path", "paths", "checkpointlocation", "queryname"})
 
@@ -109,6 +110,15 @@ def _namesrv(options: Mapping[str, str]) -> str:
     return namesrv
 
 
+def _credentials(options: Mapping[str, str]) -> tuple[str | None, str | None]:
+    """The ``accessKey`` / ``secretKey`` options (ACL): both or neither."""
+    access_key = str(options.get("accesskey") or "").strip() or None
+    secret_key = str(options.get("secretkey") or "").strip() or None
+    if (access_key is None) != (secret_key is None):
+        raise SourceError("options accessKey and secretKey must be set together (or neither)")
+    return access_key, secret_key
+
+
 def _topics(raw: str | None) -> tuple[str, ...]:
     topics = tuple(dict.fromkeys(item.strip() for item in str(raw or "").split(",") if item.strip()))
     for topic in topics:
@@ -143,6 +153,9 @@ class ReaderOptions:
     group: str | None = None
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
+    #: ACL credentials every request is signed with (options ``accessKey`` / ``secretKey``)
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
 
     @property
     def pull_group(self) -> str:
@@ -208,6 +221,7 @@ class ReaderOptions:
             strays = sorted({mq.topic for mq in table} - set(topics))
             if strays:
                 raise SourceError(f"{name} names topics {strays} that are not in option topic {list(topics)}")
+        access_key, secret_key = _credentials(options)
         return cls(
             namesrv=_namesrv(options),
             topics=topics,
@@ -225,6 +239,8 @@ class ReaderOptions:
             max_records_per_partition=_int_option(options, "maxRecordsPerPartition",
                                                   DEFAULT_MAX_RECORDS_PER_PARTITION, 1)
             or DEFAULT_MAX_RECORDS_PER_PARTITION,
+            access_key=access_key,
+            secret_key=secret_key,
         )
 
 
@@ -235,6 +251,8 @@ class WriterOptions:
     namesrv: str
     topic: str | None
     producer_group: str = DEFAULT_PRODUCER_GROUP
+    access_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
 
     @classmethod
     def parse(cls, options: Mapping[str, str]) -> WriterOptions:
@@ -248,7 +266,9 @@ class WriterOptions:
             validate_group(group)
         except InvalidNameError as exc:
             raise SourceError(f"option producerGroup: {exc}") from None
-        return cls(namesrv=_namesrv(options), topic=topics[0] if topics else None, producer_group=group)
+        access_key, secret_key = _credentials(options)
+        return cls(namesrv=_namesrv(options), topic=topics[0] if topics else None, producer_group=group,
+                   access_key=access_key, secret_key=secret_key)
 
 
 __all__ = [

@@ -69,7 +69,7 @@ class _Reading:
     options: ReaderOptions
 
     def _connection(self) -> Connection:
-        return get_connection(self.options.namesrv)
+        return get_connection(self.options.namesrv, self.options.access_key, self.options.secret_key)
 
     def _queues(self) -> list[MessageQueue]:
         connection = self._connection()
@@ -283,7 +283,7 @@ class _Writing:
     options: WriterOptions
 
     def write(self, iterator: Iterator[Any]) -> SentMessages:
-        connection = get_connection(self.options.namesrv)
+        connection = get_connection(self.options.namesrv, self.options.access_key, self.options.secret_key)
         producer = connection.producer(self.options.producer_group)
         count = 0
         for batch in iterator:

@@ -52,6 +52,10 @@ class CleanService(ServiceThread):
         self.index = index
         self.disk_usage = disk_usage
         self.manual_delete_requested = False
+        #: disk use was above `disk_space_warning_level_ratio` at the last check: the store refuses puts
+        self.disk_full = False
+        #: percent of the store's disk in use at the last check
+        self.disk_used_percent = 0.0
 
     def run_once(self) -> None:
         self.clean()
@@ -70,6 +74,7 @@ class CleanService(ServiceThread):
             usage = self.disk_usage(config.store_root)
         except OSError:
             usage = 0.0
+        self._check_disk_full(usage)
         space_full = usage > config.disk_max_used_space_ratio
         clean_at_once = usage > config.disk_space_clean_forcibly_ratio
         manual = self.manual_delete_requested
@@ -90,6 +95,16 @@ class CleanService(ServiceThread):
             removed = self.commit_log.files.delete_first(count)
             log.info("retention deleted %d commit-log segments: %s", len(removed), [m.path.name for m in removed])
         return count
+
+    def _check_disk_full(self, usage: float) -> None:
+        self.disk_used_percent = usage
+        full = usage > self.config.disk_space_warning_level_ratio
+        if full and not self.disk_full:
+            log.error("disk of %s is %.1f%% used, above diskSpaceWarningLevelRatio %d%%: refusing puts",
+                      self.config.store_root, usage, self.config.disk_space_warning_level_ratio)
+        elif self.disk_full and not full:
+            log.warning("disk of %s is %.1f%% used again: accepting puts", self.config.store_root, usage)
+        self.disk_full = full
 
     def clean_consume_queues(self) -> None:
         min_phys = self.commit_log.min_offset

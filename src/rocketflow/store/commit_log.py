@@ -275,6 +275,12 @@ class AppendResult:
         return cls(status=status, error=error)
 
 
+def _reserve_chunks(chunks: Sequence[tuple[MappedFile, list[bytes], bool]]) -> None:
+    """Allocate the disk space of every chunk of a put before writing any: a full disk fails it as a whole."""
+    for target, chunk_parts, _end_of_file in chunks:
+        target.reserve(target.wrote_position + sum(map(len, chunk_parts)))
+
+
 class IllegalMessageError(ValueError):
     """A put request that cannot be stored; `status` says why."""
 
@@ -329,7 +335,7 @@ class CommitLog:
         table = self.topic_queue_table
         saved_table: dict[tuple[str, int], int] = {}
         files = self.files
-        mapped = files.last_for_write(0)
+        mapped = first_mapped = files.last_for_write(0)
         base = mapped.file_from_offset
         pos = mapped.wrote_position
         room = segment_size - pos
@@ -450,14 +456,16 @@ class CommitLog:
                         index_items.append(((topic + "#" + uniq).encode("utf-8", "replace"), phys, now))
                 elif keys:
                     add_index_keys(index_items, topic, keys, None, phys, now)
+            chunks.append((mapped, parts, False))
+            _reserve_chunks(chunks)
         except BaseException:
             for key, value in saved_table.items():
                 if value:
                     table[key] = value
                 else:
                     table.pop(key, None)
+            files.discard_unused_after(first_mapped)
             raise
-        chunks.append((mapped, parts, False))
         for target, chunk_parts, end_of_file in chunks:
             if chunk_parts:
                 target.append(b"".join(chunk_parts))
@@ -521,7 +529,7 @@ class CommitLog:
         first_queue_offset = table.get(key, 0) if in_queue else 0
         queue_offset = first_queue_offset
         files = self.files
-        mapped = files.last_for_write(0)
+        mapped = first_mapped = files.last_for_write(0)
         base = mapped.file_from_offset
         pos = mapped.wrote_position
         room = segment_size - pos
@@ -541,47 +549,53 @@ class CommitLog:
         crc32 = zlib.crc32
         record_struct = _record_struct
         packers: dict[tuple[int, int], struct.Struct] = {}
-        for body, props, flag, tags, keys, uniq in zip(batch.bodies, *lists, strict=True):
-            body_len = len(body)
-            props_len = len(props)
-            size = fixed + body_len + props_len
-            if props_len > max_props:
-                raise IllegalMessageError(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                                          f"properties are {props_len} bytes, at most {max_props} allowed")
-            if size > max_size or size + END_FILE_MIN_BLANK_LENGTH > segment_size:
-                raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL,
-                                          f"message of {size} bytes exceeds the maximum {max_size}")
-            if size + END_FILE_MIN_BLANK_LENGTH > room:
-                add(_BLANK.pack(room, BLANK_MAGIC_CODE))
-                chunks.append((mapped, parts, True))
-                mapped = files.next_for_write(mapped)
-                base = mapped.file_from_offset
-                pos = mapped.wrote_position
-                room = segment_size - pos
-                parts = []
-                add = parts.append
-                if not offsets:
-                    first_offset = base + pos
-            phys = base + pos
-            packer = packers.get((body_len, props_len))
-            if packer is None:
-                packer = packers[(body_len, props_len)] = record_struct(head, body_len, topic_len, props_len)
-            add(packer.pack(size, MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, phys, sys_flag,
-                            born_timestamp, born, now, store, 0, 0, body_len, body, topic_part, props_len, props))
-            pos += size
-            room -= size
-            total += size
-            add_offset(phys)
-            if in_queue:
-                add_units((phys, size, tags))
-                queue_offset += 1
-            if uniq:
-                add_index(((index_prefix + uniq).encode("utf-8", "replace"), phys, now))
-            if keys:
-                for word in keys.split(separator):
-                    if word:
-                        add_index(((index_prefix + word).encode("utf-8", "replace"), phys, now))
-        chunks.append((mapped, parts, False))
+        try:
+            for body, props, flag, tags, keys, uniq in zip(batch.bodies, *lists, strict=True):
+                body_len = len(body)
+                props_len = len(props)
+                size = fixed + body_len + props_len
+                if props_len > max_props:
+                    raise IllegalMessageError(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                                              f"properties are {props_len} bytes, at most {max_props} allowed")
+                if size > max_size or size + END_FILE_MIN_BLANK_LENGTH > segment_size:
+                    raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL,
+                                              f"message of {size} bytes exceeds the maximum {max_size}")
+                if size + END_FILE_MIN_BLANK_LENGTH > room:
+                    add(_BLANK.pack(room, BLANK_MAGIC_CODE))
+                    chunks.append((mapped, parts, True))
+                    mapped = files.next_for_write(mapped)
+                    base = mapped.file_from_offset
+                    pos = mapped.wrote_position
+                    room = segment_size - pos
+                    parts = []
+                    add = parts.append
+                    if not offsets:
+                        first_offset = base + pos
+                phys = base + pos
+                packer = packers.get((body_len, props_len))
+                if packer is None:
+                    packer = packers[(body_len, props_len)] = record_struct(head, body_len, topic_len, props_len)
+                add(packer.pack(size, MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, phys,
+                                sys_flag, born_timestamp, born, now, store, 0, 0, body_len, body, topic_part,
+                                props_len, props))
+                pos += size
+                room -= size
+                total += size
+                add_offset(phys)
+                if in_queue:
+                    add_units((phys, size, tags))
+                    queue_offset += 1
+                if uniq:
+                    add_index(((index_prefix + uniq).encode("utf-8", "replace"), phys, now))
+                if keys:
+                    for word in keys.split(separator):
+                        if word:
+                            add_index(((index_prefix + word).encode("utf-8", "replace"), phys, now))
+            chunks.append((mapped, parts, False))
+            _reserve_chunks(chunks)
+        except BaseException:
+            files.discard_unused_after(first_mapped)
+            raise
         for target, chunk_parts, end_of_file in chunks:
             if chunk_parts:
                 target.append(chunk_parts[0] if len(chunk_parts) == 1 else b"".join(chunk_parts))

@@ -61,6 +61,9 @@ class StoreConfig:
     disk_max_used_space_ratio: int = 75
     #: above this percentage deletion is forced immediately (`diskSpaceCleanForciblyRatio`)
     disk_space_clean_forcibly_ratio: int = 85
+    #: above this percentage the disk counts as full and puts are refused until use drops below it
+    #: (`diskSpaceWarningLevelRatio`, checked every `clean_resource_interval_ms`)
+    disk_space_warning_level_ratio: int = 90
     #: at most this many segments deleted per cleaning pass (`deleteCommitLogFilesInterval` pacing)
     delete_files_batch_max: int = 10
     clean_resource_interval_ms: int = 10_000

@@ -13,7 +13,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Generic, TypeVar
+from typing import Generic, Protocol, TypeVar
 
 from rocketflow.protocol.bodies import (
     ConsumerOffsetTable,
@@ -109,6 +109,23 @@ class JsonConfigFile(Generic[BodyT]):
         write_atomically(self.path, body.encode(pretty=True))
 
 
+class _Persistable(Protocol):
+    def persist(self) -> None: ...
+
+
+def persist_after_change(table: _Persistable) -> None:
+    """Persist a table after an in-memory change; a write error (e.g. a full disk) is logged, not raised.
+
+    The change stands in memory and reaches the file with the next successful persist (the broker
+    persists its tables periodically), as RocketMQ's ConfigManager does: a request that created a
+    topic or group must not fail because the disk is full.
+    """
+    try:
+        table.persist()
+    except OSError as exc:
+        log.error("cannot persist %s (kept in memory, retried at the next persist): %s", type(table).__name__, exc)
+
+
 class TopicConfigTable:
     """`topics.json`: topic name -> TopicConfig, with a data version bumped on every change."""
 
@@ -141,7 +158,7 @@ class TopicConfigTable:
             self.wrapper.topic_config_table[config.topic_name] = config
             self.wrapper.data_version.next_version()
             if persist:
-                self.persist()
+                persist_after_change(self)
 
     def remove(self, topic: str, *, persist: bool = True) -> TopicConfig | None:
         with self._lock:
@@ -149,7 +166,7 @@ class TopicConfigTable:
             if removed is not None:
                 self.wrapper.data_version.next_version()
                 if persist:
-                    self.persist()
+                    persist_after_change(self)
             return removed
 
 
@@ -244,7 +261,7 @@ class SubscriptionGroupTable:
             self.wrapper.subscription_group_table[config.group_name] = config
             self.wrapper.data_version.next_version()
             if persist:
-                self.persist()
+                persist_after_change(self)
 
     def remove(self, group: str, *, persist: bool = True) -> SubscriptionGroupConfig | None:
         with self._lock:
@@ -252,5 +269,5 @@ class SubscriptionGroupTable:
             if removed is not None:
                 self.wrapper.data_version.next_version()
                 if persist:
-                    self.persist()
+                    persist_after_change(self)
             return removed

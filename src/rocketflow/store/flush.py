@@ -78,6 +78,8 @@ class FlushStats:
         self.commit_log_flushes = 0
         self.group_commit_requests = 0
         self.consume_queue_flushes = 0
+        #: called with the seconds each commit-log flush (all dirty segments) took; None = not timed
+        self.flush_latency_observer: Callable[[float], None] | None = None
 
 
 class AsyncFlushService(ServiceThread):
@@ -114,14 +116,20 @@ def flush_commit_log(commit_log: CommitLog, stats: FlushStats, release_pages: bo
     """fsync every dirty segment; returns the flushed offset."""
     files = commit_log.files
     flushed = 0
+    observer = stats.flush_latency_observer
+    began = time.perf_counter() if observer is not None else 0.0
+    wrote = False
     for mapped in files.files:
         if mapped.flushed_position < mapped.wrote_position:
             mapped.flush()
             stats.commit_log_flushes += 1
+            wrote = True
         if release_pages and mapped.flushed_position > 0:
             # keep the newest 1 MiB mapped: tailing consumers read it right away
             mapped.release_flushed_pages(keep_bytes=1 << 20)
         flushed = mapped.file_from_offset + mapped.flushed_position
+    if observer is not None and wrote:
+        observer(time.perf_counter() - began)
     return flushed
 
 

@@ -23,6 +23,7 @@ from datetime import datetime
 from pathlib import Path
 
 from rocketflow.store.errors import StoreCorruptError
+from rocketflow.store.mapped_file import RESERVE_AHEAD_BYTES, reserve_disk_space
 
 log = logging.getLogger(__name__)
 
@@ -67,15 +68,22 @@ class IndexFile:
         self.file_size = HEADER_SIZE + slot_num * 4 + index_num * ENTRY_SIZE
         self.entries_start = HEADER_SIZE + slot_num * 4
         fd = os.open(path, os.O_RDWR | (os.O_CREAT if create else 0), 0o644)
+        created = False
         try:
             size = os.fstat(fd).st_size
             if create and size == 0:
+                created = True
                 os.ftruncate(fd, self.file_size)
+                # header and hash slots are written at random places: allocate them now (see `reserve_disk_space`)
+                reserve_disk_space(fd, 0, self.entries_start)
             elif size != self.file_size:
                 raise StoreCorruptError(f"{path}: size {size}, expected {self.file_size}")
             self.mm = mmap.mmap(fd, self.file_size)
         except BaseException:
             os.close(fd)
+            if created:
+                with contextlib.suppress(OSError):
+                    path.unlink()
             raise
         self.fd = fd
         header = [int(v) for v in HEADER.unpack_from(self.mm, 0)]
@@ -91,6 +99,8 @@ class IndexFile:
             raise StoreCorruptError(f"{path}: index count {self.index_count} > {index_num}")
         self._closed = False
         self._dirty = False
+        #: disk blocks are allocated up to here; files loaded from disk are checked on their first write
+        self._reserved_position = self.entries_start if created else 0
 
     @property
     def is_full(self) -> bool:
@@ -110,6 +120,9 @@ class IndexFile:
             return 0
         if len(items) > room:
             items = items[:room]
+        needed = self.entries_start + (index_count + len(items)) * ENTRY_SIZE
+        if needed > self._reserved_position:
+            self._reserve(needed)
         if index_count <= 1 and items:
             self.begin_phy_offset = items[0][1]
             self.begin_timestamp = items[0][2]
@@ -150,6 +163,12 @@ class IndexFile:
         self.index_count = index_count
         self._write_header()
         return len(items)
+
+    def _reserve(self, end_position: int) -> None:
+        """Allocate disk blocks up to `end_position` (a step beyond); raises OSError (ENOSPC) before any write."""
+        end = min(self.file_size, max(end_position, self._reserved_position + RESERVE_AHEAD_BYTES))
+        reserve_disk_space(self.fd, self._reserved_position, end - self._reserved_position)
+        self._reserved_position = end
 
     def _write_header(self) -> None:
         HEADER.pack_into(self.mm, 0, self.begin_timestamp, self.end_timestamp, self.begin_phy_offset,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import errno
 import itertools
 import logging
 import mmap
@@ -16,6 +17,26 @@ from rocketflow.store.errors import StoreCorruptError
 log = logging.getLogger(__name__)
 
 PAGE_SIZE = mmap.PAGESIZE
+#: how far past the write position a segment's disk blocks are allocated in one step (at most; small
+#: segments such as consume queues, of which there may be thousands, step by 1/256 of their size)
+RESERVE_AHEAD_BYTES = 1024 * 1024
+_CANNOT_RESERVE = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
+
+
+def reserve_disk_space(fd: int, offset: int, length: int) -> None:
+    """Allocate the disk blocks of `[offset, offset + length)` of a file before writing them through a mapping.
+
+    Segment files are sparse; storing into a hole of a mapping when the disk is full raises SIGBUS,
+    which kills the process. Allocating first turns a full disk into `OSError(ENOSPC)` raised here,
+    before anything is written. File systems that cannot allocate ahead are written as before.
+    """
+    if length <= 0:
+        return
+    try:
+        os.posix_fallocate(fd, offset, length)
+    except OSError as exc:
+        if exc.errno not in _CANNOT_RESERVE:
+            raise
 
 
 def segment_name(start_offset: int) -> str:
@@ -40,6 +61,8 @@ class MappedFile:
     __slots__ = (
         "_closed",
         "_released_position",
+        "_reserve_step",
+        "_reserved_position",
         "fd",
         "file_from_offset",
         "file_size",
@@ -71,6 +94,9 @@ class MappedFile:
         self.wrote_position = 0
         self.flushed_position = 0
         self._released_position = 0
+        #: disk blocks are allocated up to here (written bytes, plus what `reserve` allocated ahead)
+        self._reserved_position = 0
+        self._reserve_step = min(RESERVE_AHEAD_BYTES, max(PAGE_SIZE, file_size // 256))
         self._closed = False
         self.last_modified_ms = int(os.stat(path).st_mtime * 1000)
 
@@ -96,12 +122,26 @@ class MappedFile:
         self.wrote_position = position
         self.flushed_position = position
         self._released_position = 0
+        self._reserved_position = position
 
     # -- writes ----------------------------------------------------------------------------
+    def reserve(self, end_position: int) -> None:
+        """Make sure disk blocks exist up to `end_position` (and a step beyond); raises OSError (ENOSPC)."""
+        if end_position <= self._reserved_position:
+            return
+        end = min(self.file_size, max(end_position, self._reserved_position + self._reserve_step))
+        reserve_disk_space(self.fd, self._reserved_position, end - self._reserved_position)
+        self._reserved_position = end
+
     def append(self, data: bytes | bytearray | memoryview) -> int:
-        """Copy `data` at the wrote position (caller checked it fits); returns the start position."""
+        """Copy `data` at the wrote position (caller checked it fits); returns the start position.
+
+        Raises OSError (nothing written) when the disk has no room for it.
+        """
         start = self.wrote_position
         end = start + len(data)
+        if end > self._reserved_position:
+            self.reserve(end)
         self.mm[start:end] = data
         self.wrote_position = end
         self.last_modified_ms = int(time.time() * 1000)
@@ -145,6 +185,7 @@ class MappedFile:
         os.ftruncate(self.fd, position)
         os.ftruncate(self.fd, self.file_size)
         self._released_position = min(self._released_position, position // PAGE_SIZE * PAGE_SIZE)
+        self._reserved_position = min(self._reserved_position, position)
 
     # -- reads -----------------------------------------------------------------------------
     def read(self, position: int, size: int) -> bytes | None:
@@ -291,6 +332,20 @@ class MappedFileQueue:
             mapped = MappedFile(self.directory / segment_name(start), self.file_size, create=True)
             self.files = [*self.files, mapped]
             return mapped
+
+    def discard_unused_after(self, keep: MappedFile) -> None:
+        """Delete segments after `keep` that hold no data (created for a write that then failed)."""
+        with self.lock:
+            files = self.files
+            if keep not in files:
+                return
+            position = files.index(keep) + 1
+            doomed = [mapped for mapped in files[position:] if mapped.wrote_position == 0]
+            if len(doomed) != len(files) - position:
+                return
+            self.files = files[:position]
+        for mapped in doomed:
+            mapped.destroy()
 
     def flush(self) -> int:
         """fsync every segment with unflushed bytes; returns the flushed offset."""

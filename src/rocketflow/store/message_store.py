@@ -11,6 +11,7 @@ from __future__ import annotations
 import concurrent.futures
 import dataclasses
 import enum
+import errno
 import logging
 import struct
 import threading
@@ -30,6 +31,7 @@ from rocketflow.store.clean_service import CleanService, DiskUsage, disk_usage_p
 from rocketflow.store.commit_log import (
     AppendResult,
     CommitLog,
+    DispatchBatch,
     DispatchRequest,
     IllegalMessageError,
     PutBatchRequest,
@@ -53,6 +55,7 @@ log = logging.getLogger(__name__)
 
 _UNITS = struct.Struct(">qiq")
 _INT32_MASK = 0xFFFFFFFF
+_DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 #: records re-dispatched per batch during recovery
 _RECOVERY_BATCH = 4096
 
@@ -148,6 +151,9 @@ class MessageStore:
         self.checkpoint = Checkpoint()
         self.clean_service = CleanService(config, self.commit_log, self.consume_queues, self.index, disk_usage)
         self._put_lock = threading.Lock()
+        #: a stored batch whose consume-queue / index writes failed (disk full); retried before the next put
+        self._pending_dispatch: DispatchBatch | None = None
+        self._dispatch_error = ""
         self._lock_file = StoreLock(config.lock_path)
         self._flush_service: AsyncFlushService | GroupCommitService | None = None
         self._cq_flush_service: ConsumeQueueFlushService | None = None
@@ -392,9 +398,18 @@ class MessageStore:
             return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running"), False
         if self.config.broker_role is BrokerRole.SLAVE:
             return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is a slave"), False
+        clean = self.clean_service
+        if clean.disk_full:
+            self._put_fail_count += 1
+            return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, (
+                f"the broker's disk is full: {clean.disk_used_percent:.1f}% used, above "
+                f"diskSpaceWarningLevelRatio {self.config.disk_space_warning_level_ratio}%")), False
         with self._put_lock:
             if not self._running:
                 return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is shut down"), False
+            if self._pending_dispatch is not None and not self._retry_pending_dispatch():
+                self._put_fail_count += 1
+                return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._dispatch_error), False
             try:
                 now = self._clock_ms() if self._clock_ms is not None else None
                 if isinstance(requests, PutBatchRequest):
@@ -406,9 +421,21 @@ class MessageStore:
                 return AppendResult.failed(exc.status, str(exc)), False
             except OSError as exc:
                 self._put_fail_count += 1
-                log.exception("commit-log append failed")
-                return AppendResult.failed(PutMessageStatus.CREATE_MAPPED_FILE_FAILED, str(exc)), False
-            self.dispatcher.dispatch(dispatch)
+                log.error("commit-log append failed (nothing written): %s", exc)
+                # a full disk is RocketMQ's SERVICE_NOT_AVAILABLE ("the broker's disk is full")
+                status = PutMessageStatus.SERVICE_NOT_AVAILABLE if exc.errno in _DISK_FULL_ERRNOS else \
+                    PutMessageStatus.CREATE_MAPPED_FILE_FAILED
+                return AppendResult.failed(status, f"cannot write the commit log: {exc}"), False
+            try:
+                self.dispatcher.dispatch(dispatch)
+            except OSError as exc:
+                # The records are in the commit log but not yet in their consume queues: refuse puts until
+                # a retry dispatches them (recovery would too). Not acknowledged, so a producer may resend.
+                self._put_fail_count += 1
+                self._pending_dispatch = dispatch
+                self._dispatch_error = f"cannot write consume queue or index files: {exc}"
+                log.error("dispatch failed, refusing puts until it succeeds: %s", exc)
+                return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._dispatch_error), False
             self._last_store_timestamp = result.store_timestamp
             self._put_count += result.message_count
         if self.config.is_sync_flush:
@@ -421,6 +448,21 @@ class MessageStore:
             if self._flush_service is not None:
                 self._flush_service.wakeup()
         return result, False
+
+    def _retry_pending_dispatch(self) -> bool:
+        """Dispatch the batch whose dispatch failed (units and index entries already written are skipped)."""
+        pending = self._pending_dispatch
+        if pending is None:
+            return True
+        try:
+            self.dispatcher.dispatch(pending)
+        except OSError as exc:
+            self._dispatch_error = f"cannot write consume queue or index files: {exc}"
+            return False
+        self._pending_dispatch = None
+        self._last_store_timestamp = pending.store_timestamp
+        log.warning("dispatch works again: accepting puts")
+        return True
 
     # ------------------------------------------------------------------ gets
     def get_messages(

@@ -35,7 +35,7 @@ def main() -> int:
     parser.add_argument("--topic", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--instance", required=True)
-    parser.add_argument("--mode", choices=("orderly", "concurrent"), default="concurrent")
+    parser.add_argument("--mode", choices=("orderly", "concurrent", "key-ordered"), default="concurrent")
     parser.add_argument("--sleep-ms", type=float, default=0.0)
     parser.add_argument("--settings", default="{}", help="JSON object of PushConsumer keyword arguments")
     args = parser.parse_args()
@@ -77,6 +77,8 @@ def main() -> int:
     consumer.subscribe(args.topic, "*")
     if args.mode == "orderly":
         consumer.register_orderly_listener(orderly)
+    elif args.mode == "key-ordered":
+        consumer.register_key_ordered_listener(orderly)
     else:
         consumer.register_concurrent_listener(concurrent)
     stop = threading.Event()

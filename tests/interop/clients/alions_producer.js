@@ -2,7 +2,7 @@
 // Producer on the ali-ons 3.12.0 client (npm) for rocketflow's interop tests.
 //
 // Usage: node alions_producer.js --namesrv HOST:PORT --topic T --group G --messages FILE [--probe]
-//        [--probe-interval SECONDS]
+//        [--probe-interval SECONDS] [--access-key AK --secret-key SK]
 //
 // Sends the messages of a JSON-lines file ({"body", "keys", "tags", "props"} per line) one by one and
 // prints one JSON line per event: "sent" (index, status, msg_id, queue_id, queue offset, and the body,
@@ -30,6 +30,8 @@ function parseArgs(argv) {
       case '--messages': args.messages = next(); break;
       case '--probe': args.probe = true; break;
       case '--probe-interval': args.probeInterval = Number(next()); break;
+      case '--access-key': args.accessKey = next(); break;
+      case '--secret-key': args.secretKey = next(); break;
       default: throw new Error(`unknown argument ${name}`);
     }
   }
@@ -79,7 +81,10 @@ async function sendProbes(producer, topic, interval) {
 async function main() {
   const args = parseArgs(process.argv.slice(2));
   const specs = fs.readFileSync(args.messages, 'utf8').split('\n').filter(line => line.trim()).map(JSON.parse);
-  const producer = new Producer({ httpclient: {}, nameSrv: args.namesrv, producerGroup: args.group });
+  const options = { httpclient: {}, nameSrv: args.namesrv, producerGroup: args.group };
+  // ACL keys (ali-ons signs every request with them when both are set)
+  if (args.accessKey) Object.assign(options, { accessKeyId: args.accessKey, accessKeySecret: args.secretKey });
+  const producer = new Producer(options);
   producer.on('error', error => process.stderr.write(`producer error: ${error.stack || error}\n`));
   await producer.ready();
   emit('started', {});

@@ -115,6 +115,8 @@ def main() -> int:
     parser.add_argument("--probe", action="store_true", help="send probe rounds until 'go' on stdin")
     parser.add_argument("--probe-interval", type=float, default=0.3, help="seconds between probe rounds")
     parser.add_argument("--timeout-ms", type=int, default=5000, help="send timeout")
+    parser.add_argument("--access-key", default=None, help="ACL access key (set_session_credentials)")
+    parser.add_argument("--secret-key", default=None, help="ACL secret key")
     args = parser.parse_args()
 
     with open(args.messages, encoding="utf-8") as file:
@@ -122,6 +124,8 @@ def main() -> int:
 
     producer = Producer(args.group, timeout=args.timeout_ms)
     producer.set_namesrv_addr(args.namesrv)
+    if args.access_key is not None:
+        producer.set_session_credentials(args.access_key, args.secret_key or "", "ALIYUN")
     producer.start()
     emit("started")
     status = 0

@@ -1,0 +1,14 @@
+"""Errors of the ACL package."""
+
+from __future__ import annotations
+
+
+class AclConfigError(ValueError):
+    """A ``plain_acl.yml`` that cannot be used (unreadable, bad YAML, bad account, bad pattern)."""
+
+
+class AclDeniedError(Exception):
+    """A request the ACL refuses; the message says which key, resource and permission."""
+
+
+__all__ = ["AclConfigError", "AclDeniedError"]

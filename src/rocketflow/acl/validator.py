@@ -1,0 +1,292 @@
+"""Request checks of RocketMQ's plain ACL (``PlainAccessValidator`` + ``PlainPermissionManager``).
+
+`required_permissions` says which resources a request needs (by request code, as
+``PlainAccessValidator.parse``); `PlainAclValidator.validate` runs RocketMQ's order of checks:
+
+1. the client address matches ``globalWhiteRemoteAddresses``: allowed;
+2. no ``AccessKey``, or one the file does not define: refused;
+3. the address matches the account's ``whiteRemoteAddress``: allowed (no signature needed);
+4. the ``Signature`` is not the one the account's secret gives: refused;
+5. an admin-only code from a non-admin account: refused;
+6. every resource the request needs must be granted by ``topicPerms`` / ``groupPerms``, or else by
+   ``defaultTopicPerm`` / ``defaultGroupPerm`` (an admin account listing no resources is granted all).
+
+`PlainAclFile` reloads the file when its modification time, size or inode changes (checked at most
+once per ``check_interval`` seconds, on use).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Final, Protocol
+
+from rocketflow.acl.address import host_of
+from rocketflow.acl.config import (
+    AccountConfig,
+    Permission,
+    PlainAclConfig,
+    check_permission,
+    describe_resource,
+    is_group_resource,
+    parse_plain_acl,
+    permission_name,
+    retry_topic,
+)
+from rocketflow.acl.errors import AclConfigError, AclDeniedError
+from rocketflow.acl.signing import ACCESS_KEY_FIELD, SIGNATURE_FIELD, verify_signature
+from rocketflow.protocol.bodies import HeartbeatData
+from rocketflow.remoting.codes import RequestCode, ResponseCode
+from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.errors import ProtocolError
+
+logger = logging.getLogger("rocketflow.acl")
+
+#: Codes RocketMQ 4.9.3 reserves for admin accounts (``Permission.ADMIN_CODE``).
+ROCKETMQ_ADMIN_CODES: Final = frozenset({
+    RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
+    RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
+})
+#: The broker's admin-only codes: RocketMQ's, plus the other codes that change or drop broker state.
+BROKER_ADMIN_CODES: Final = ROCKETMQ_ADMIN_CODES | frozenset({
+    RequestCode.RESET_CONSUMER_OFFSET_IN_BROKER, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
+    RequestCode.TRIGGER_DELETE_FILES, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, RequestCode.CLEAN_UNUSED_TOPIC,
+    RequestCode.CLONE_GROUP_OFFSET, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG,
+    RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+})
+#: The name server's admin-only codes (the 4.9.3 name server has no ACL; these change its state).
+NAMESRV_ADMIN_CODES: Final = frozenset({
+    RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
+    RequestCode.DELETE_TOPIC_IN_NAMESRV, RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG,
+    RequestCode.UPDATE_NAMESRV_CONFIG,
+})
+DEFAULT_CHECK_INTERVAL_SECONDS: Final = 1.0
+REMARK_PREFIX: Final = "[ACL] "
+
+
+def _code_text(code: int) -> str:
+    try:
+        return f"{code} ({RequestCode(code).name})"
+    except ValueError:
+        return str(code)
+
+
+def required_permissions(request: RemotingCommand) -> dict[str, Permission]:
+    """Resource -> permission a request needs (groups as ``%RETRY%<group>``); empty for codes without one.
+
+    Raises `AclDeniedError` when the body a decision depends on (HEART_BEAT) cannot be read.
+    """
+    fields = request.ext_fields
+    needs: dict[str, Permission] = {}
+
+    def need(resource: str | None, permission: Permission) -> None:
+        if resource:
+            needs[resource] = permission
+
+    def group(name: str | None) -> str | None:
+        return retry_topic(name) if name else None
+
+    code = request.code
+    if code == RequestCode.SEND_MESSAGE:
+        need(fields.get("topic"), Permission.PUB)
+    elif code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        need(fields.get("b"), Permission.PUB)
+    elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
+        need(fields.get("originTopic"), Permission.PUB)
+        need(group(fields.get("group")), Permission.SUB)
+    elif code == RequestCode.PULL_MESSAGE:
+        need(fields.get("topic"), Permission.SUB)
+        need(group(fields.get("consumerGroup")), Permission.SUB)
+    elif code == RequestCode.QUERY_MESSAGE:
+        need(fields.get("topic"), Permission.SUB)
+    elif code == RequestCode.HEART_BEAT:
+        try:
+            heartbeat = HeartbeatData.decode(request.body)
+        except ProtocolError as exc:
+            raise AclDeniedError(f"{REMARK_PREFIX}cannot read the HEART_BEAT body to check permissions: {exc}") \
+                from None
+        for consumer in heartbeat.consumer_data_set:
+            need(group(consumer.group_name), Permission.SUB)
+            for subscription in consumer.subscription_data_set:
+                need(subscription.topic, Permission.SUB)
+    elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
+        need(group(fields.get("consumerGroup")), Permission.SUB)
+    elif code in (RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET):
+        need(group(fields.get("consumerGroup")), Permission.SUB)
+        need(fields.get("topic"), Permission.SUB)
+    return needs
+
+
+def _check_resources(account: AccountConfig, needs: Mapping[str, Permission]) -> None:
+    if not needs or (account.resource_perms is None and account.admin):
+        return
+    granted = account.resource_perms or {}
+    for resource, needed in needs.items():
+        is_group = is_group_resource(resource)
+        owned = granted.get(resource)
+        if owned is None:
+            owned = account.default_group_perm if is_group else account.default_topic_perm
+            source = f"{'defaultGroupPerm' if is_group else 'defaultTopicPerm'} is {permission_name(owned)}"
+        else:
+            source = f"{'groupPerms' if is_group else 'topicPerms'} gives {permission_name(owned)}"
+        if not check_permission(needed, owned):
+            raise AclDeniedError(f"{REMARK_PREFIX}accessKey {account.access_key} has no {permission_name(needed)} "
+                                 f"permission on {describe_resource(resource)} ({source})")
+
+
+class PlainAclValidator:
+    """Checks requests against a `PlainAclConfig` (given, or fetched per check from a callable)."""
+
+    def __init__(self, config: PlainAclConfig | Callable[[], PlainAclConfig], *,
+                 admin_codes: frozenset[int] = BROKER_ADMIN_CODES) -> None:
+        self._config = config
+        self.admin_codes = admin_codes
+
+    @property
+    def config(self) -> PlainAclConfig:
+        config = self._config
+        return config if isinstance(config, PlainAclConfig) else config()
+
+    def validate(self, request: RemotingCommand, remote_address: str) -> None:
+        """Return if ``request`` from ``remote_address`` (``host:port``) is allowed; raise `AclDeniedError` if not."""
+        config = self.config
+        host = host_of(remote_address)
+        if any(pattern.matches(host) for pattern in config.global_white_remote_addresses):
+            return
+        fields = request.ext_fields
+        access_key = fields.get(ACCESS_KEY_FIELD)
+        if not access_key:
+            raise AclDeniedError(f"{REMARK_PREFIX}request code {_code_text(request.code)} has no AccessKey, and "
+                                 f"{host} is not a globally white-listed address")
+        account = config.accounts.get(access_key)
+        if account is None:
+            raise AclDeniedError(f"{REMARK_PREFIX}accessKey {access_key} is not configured")
+        if account.white_remote_address.matches(host):
+            return
+        if not fields.get(SIGNATURE_FIELD):
+            raise AclDeniedError(f"{REMARK_PREFIX}request code {_code_text(request.code)} from accessKey "
+                                 f"{access_key} has no Signature")
+        if not verify_signature(fields, request.body, account.secret_key):
+            raise AclDeniedError(f"{REMARK_PREFIX}signature check failed for accessKey {access_key} (wrong secretKey, "
+                                 "or the request was changed after signing)")
+        if request.code in self.admin_codes and not account.admin:
+            raise AclDeniedError(f"{REMARK_PREFIX}request code {_code_text(request.code)} needs an admin account, "
+                                 f"but accessKey {access_key} is not admin")
+        _check_resources(account, required_permissions(request))
+
+    def check(self, request: RemotingCommand, remote_address: str) -> str | None:
+        """None if allowed, else the refusal's reason."""
+        try:
+            self.validate(request, remote_address)
+        except AclDeniedError as exc:
+            return str(exc)
+        return None
+
+
+@dataclass(slots=True)
+class _FileState:
+    stamp: tuple[int, int, int] | None = None
+    config: PlainAclConfig = field(default_factory=PlainAclConfig)
+    next_check: float = 0.0
+
+
+class PlainAclFile:
+    """A ``plain_acl.yml`` on disk: `load` reads it (raising `AclConfigError`); `config` re-reads it when
+    it changed, keeping the last good config (and logging) if the new content is broken or the file is gone."""
+
+    def __init__(self, path: str | os.PathLike[str], *, check_interval: float = DEFAULT_CHECK_INTERVAL_SECONDS,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        if check_interval < 0:
+            raise ValueError(f"check_interval must be >= 0 seconds, got {check_interval}")
+        self.path = Path(path)
+        self.check_interval = check_interval
+        self._clock = clock
+        self._state = _FileState()
+        self._loaded = False
+        #: times the file was (re)loaded successfully
+        self.loads = 0
+
+    def _stamp(self) -> tuple[int, int, int]:
+        stat = os.stat(self.path)
+        return (stat.st_mtime_ns, stat.st_size, stat.st_ino)
+
+    def load(self) -> PlainAclConfig:
+        """Read and parse the file now."""
+        try:
+            stamp = self._stamp()
+            text = self.path.read_text(encoding="utf-8")
+        except FileNotFoundError:
+            raise AclConfigError(f"ACL file {self.path} does not exist (acl is enabled)") from None
+        except (OSError, UnicodeDecodeError) as exc:
+            raise AclConfigError(f"cannot read ACL file {self.path}: {exc}") from None
+        config = parse_plain_acl(text, str(self.path))
+        self._state = _FileState(stamp, config, self._clock() + self.check_interval)
+        self._loaded = True
+        self.loads += 1
+        return config
+
+    def config(self) -> PlainAclConfig:
+        """The current config (loading on first use, reloading when the file changed)."""
+        if not self._loaded:
+            return self.load()
+        state = self._state
+        now = self._clock()
+        if now < state.next_check:
+            return state.config
+        state.next_check = now + self.check_interval
+        try:
+            stamp = self._stamp()
+        except OSError as exc:
+            logger.warning("ACL file %s cannot be checked (%s); keeping the last loaded rules", self.path, exc)
+            return state.config
+        if stamp != state.stamp:
+            try:
+                self.load()
+                logger.info("ACL file %s reloaded", self.path)
+            except AclConfigError as exc:
+                state.stamp = stamp
+                logger.error("ACL file %s changed but cannot be used, keeping the last loaded rules: %s",
+                             self.path, exc)
+        return self._state.config
+
+    __call__ = config
+
+
+class _HasRemoteAddress(Protocol):
+    @property
+    def remote_address(self) -> str: ...
+
+
+class AclRequestHook:
+    """A server request hook: None for an allowed request, else a NO_PERMISSION response saying why."""
+
+    def __init__(self, validator: PlainAclValidator) -> None:
+        self.validator = validator
+        #: requests refused so far, and the reason of the last refusal
+        self.refused = 0
+        self.last_refusal: str | None = None
+
+    def __call__(self, channel: _HasRemoteAddress, request: RemotingCommand) -> RemotingCommand | None:
+        reason = self.validator.check(request, channel.remote_address)
+        if reason is None:
+            return None
+        self.refused += 1
+        self.last_refusal = reason
+        logger.info("refused %s from %s: %s", request.describe(), channel.remote_address, reason)
+        return request.make_response(ResponseCode.NO_PERMISSION, remark=reason)
+
+
+__all__ = [
+    "BROKER_ADMIN_CODES",
+    "DEFAULT_CHECK_INTERVAL_SECONDS",
+    "NAMESRV_ADMIN_CODES",
+    "ROCKETMQ_ADMIN_CODES",
+    "AclRequestHook",
+    "PlainAclFile",
+    "PlainAclValidator",
+    "required_permissions",
+]

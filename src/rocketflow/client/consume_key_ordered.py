@@ -1,0 +1,465 @@
+"""Key-ordered consumption (issue 8): order per key, parallelism across the keys of a queue.
+
+Each message has a key: ``key(msg)`` when the consumer was given one, else its sharding key (the
+``__SHARDINGKEY`` property `Producer.send(..., sharding_key=...)` records), else the first of its
+KEYS, else none (such a message is ordered with nothing). Messages of one key are consumed one at a
+time in queue-offset order; different keys of one queue run at the same time, at most
+``max_in_flight_per_queue`` of them, on the consume thread pool (``async def`` listeners: as tasks
+on the client's loop, at most ``consume_thread_max`` at once across queues).
+
+Ownership is the orderly mode's (CONSUMER.md section 7): the consumer registers as orderly, so the
+rebalance locks a queue at the broker before taking it and `lock_all` renews the locks; each queue
+has a *driver* task on the loop that holds the process queue's consume lock while any of its keys
+is in flight and releases it when none is. A rebalance that drops the queue therefore waits (up to
+its consume-lock timeout, then retries at the next rebalance) for the keys in flight to finish
+before it releases the broker lock; no new key starts once the queue is dropped. A key does not
+start while the queue's lock is missing or expired (the driver re-locks it as orderly does).
+
+Messages stay in the process queue until consumed, so the usual flow control (cached count and size)
+applies and the committed offset is always the smallest offset not consumed yet: a crash replays
+only unfinished work, and a key's replays come in order.
+
+Failures (SUSPEND_CURRENT_QUEUE_A_MOMENT, an exception or no status) suspend the message's key for
+``suspend_current_queue_time_millis`` (the context's, else the consumer's; clamped to 10..30000 ms)
+and retry the message in place; other keys go on. A message that failed after
+``max_reconsume_times`` retries is sent to the dead-letter queue (CONSUMER_SEND_MSG_BACK with delay
+level -1; if that RPC fails, a copy past the limit to ``%RETRY%<group>``, which the broker
+dead-letters) and its key continues; if both fail it is retried again. COMMIT and ROLLBACK count as
+SUCCESS and ``auto_commit`` is ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Final, TypeAlias
+
+from rocketflow.client.config import KeyOrderedConfig
+from rocketflow.client.consume_context import ConsumeOrderlyContext, ConsumeOrderlyStatus
+from rocketflow.client.consume_orderly import (
+    SUSPEND_MAX_MILLS,
+    SUSPEND_MIN_MILLS,
+    TRY_LOCK_LATER_AT_ENTRY_MILLS,
+    ConsumeMessageOrderlyService,
+)
+from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
+
+if TYPE_CHECKING:
+    from rocketflow.client.push_consumer import PushConsumer
+
+logger = logging.getLogger("rocketflow.client.consume")
+
+#: ``fn(msg) -> str``: a message's ordering key.
+KeyFunction: TypeAlias = Callable[[MessageExt], str]
+#: A message's key inside a queue: a string, or the queue offset for a message without a key.
+MessageKey: TypeAlias = "str | int"
+#: Delay level that sends a message straight to the dead-letter queue (CONSUMER_SEND_MSG_BACK).
+DEAD_LETTER_DELAY_LEVEL: Final = -1
+#: How long a consume thread waits for a dead-letter send (seconds).
+DEAD_LETTER_WAIT: Final = 15.0
+#: A worker serves ready keys of its queue for this long (seconds), then queues the rest of its run
+#: behind the other queues' work, so that one busy queue cannot hold every consume thread.
+KEY_RUN_SLICE: Final = 0.05
+#: How often idle drivers are checked for a dropped queue or a lapsed lock (seconds).
+WATCH_INTERVAL: Final = 1.0
+
+
+def default_message_key(msg: MessageExt) -> str | None:
+    """The sharding key, else the first of KEYS, else None (no ordering)."""
+    sharding = msg.properties.get(MessageConst.SHARDING_KEY)
+    if sharding:
+        return sharding
+    keys = msg.key_list
+    return keys[0] if keys else None
+
+
+@dataclass(slots=True)
+class ConsumeKeyOrderedContext(ConsumeOrderlyContext):
+    """Passed to a key-ordered listener with each message: the orderly context plus the message's ``key``
+    (None: it has none). ``suspend_current_queue_time_millis`` (-1 = the consumer's setting) is how long
+    the key pauses after a failure; ``auto_commit`` is ignored."""
+
+    key: str | None = None
+
+
+class _Outcome(enum.Enum):
+    DONE = "DONE"          # consumed (or dead-lettered): remove, commit, the key goes on
+    RETRY = "RETRY"        # put back at the head of its key, which is suspended for a while
+    SKIPPED = "SKIPPED"    # not consumed (the queue was dropped or the service stopped first)
+
+
+class _QueueState:
+    """The keys of one process queue. ``mutex`` guards every container; the driver task owns the rest.
+
+    A key with waiting messages is in exactly one of ``ready`` (may start), ``running`` (a message
+    of it is being consumed) or ``suspended`` (waiting to retry its head message).
+    """
+
+    __slots__ = ("admitted", "driver", "message_queue", "mutex", "pending", "process_queue", "ready",
+                 "relocking", "running", "suspended", "wakeup")
+
+    def __init__(self, message_queue: MessageQueue, process_queue: ProcessQueue) -> None:
+        self.message_queue = message_queue
+        self.process_queue = process_queue
+        self.mutex = threading.Lock()
+        self.pending: dict[MessageKey, deque[MessageExt]] = {}
+        self.ready: deque[MessageKey] = deque()
+        self.running: set[MessageKey] = set()
+        self.suspended: set[MessageKey] = set()
+        #: Offsets handed to the keys and not consumed yet (a re-delivered one is not queued twice).
+        self.admitted: set[int] = set()
+        self.wakeup = asyncio.Event()
+        self.relocking = False
+        self.driver: asyncio.Task[None] | None = None
+
+
+class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
+    """Key-ordered consumption of a push consumer; see the module docstring."""
+
+    def __init__(self, consumer: PushConsumer, listener: Callable[..., Any],
+                 config: KeyOrderedConfig | None = None) -> None:
+        super().__init__(consumer, listener)
+        self.kind = "key-ordered"
+        config = config if config is not None else KeyOrderedConfig()
+        self.key_function = config.key
+        self.max_in_flight_per_queue = config.max_in_flight_per_queue
+        self._states: dict[ProcessQueue, _QueueState] = {}
+
+    async def start_on_loop(self) -> None:
+        await super().start_on_loop()
+        self._start_background(self._watch_queues())
+
+    async def _watch_queues(self) -> None:
+        # a driver sleeps while its queue is idle: wake it when the queue is dropped or its lock lapses
+        while not self._stopped:
+            await asyncio.sleep(WATCH_INTERVAL)
+            for pq, state in list(self._states.items()):
+                if pq.dropped or not self._lock_valid(pq):
+                    state.wakeup.set()
+
+    async def stop_on_loop(self) -> None:
+        await super().stop_on_loop()
+        drivers = [state.driver for state in self._states.values() if state.driver is not None]
+        for driver in drivers:
+            driver.cancel()
+        if drivers:
+            await asyncio.gather(*drivers, return_exceptions=True)
+
+    def in_flight(self, process_queue: ProcessQueue) -> int:
+        """Keys of ``process_queue`` being consumed now."""
+        state = self._states.get(process_queue)
+        if state is None:
+            return 0
+        with state.mutex:
+            return len(state.running)
+
+    # ------------------------------------------------------------------ keys
+
+    def message_key(self, msg: MessageExt) -> MessageKey:
+        """``msg``'s key; a message without one gets its queue offset (ordered with nothing)."""
+        key: object = None
+        if self.key_function is not None:
+            try:
+                key = self.key_function(msg)
+            except Exception as exc:
+                logger.error("%s: the key function raised for %s: %r; using the message's own key", self.group,
+                             msg, exc)
+                key = None
+            else:
+                if not isinstance(key, str):
+                    logger.error("%s: the key function returned %r for %s (expected a str); using the message's "
+                                 "own key", self.group, key, msg)
+                    key = None
+        if key is None:
+            key = default_message_key(msg)
+        return key if isinstance(key, str) else msg.queue_offset
+
+    # ------------------------------------------------------------------ submission (on the loop)
+
+    def submit_consume_request(self, msgs: list[MessageExt], process_queue: ProcessQueue,
+                               message_queue: MessageQueue, dispatch_to_consume: bool) -> None:
+        if process_queue.dropped or self._stopped:
+            return
+        state = self._state_for(process_queue, message_queue)
+        with state.mutex:
+            for msg in msgs:
+                offset = msg.queue_offset
+                if offset in state.admitted:
+                    continue
+                state.admitted.add(offset)
+                key = self.message_key(msg)
+                waiting = state.pending.get(key)
+                if waiting is None:
+                    state.pending[key] = deque((msg,))
+                    state.ready.append(key)
+                else:
+                    waiting.append(msg)
+        state.wakeup.set()
+
+    def _state_for(self, pq: ProcessQueue, mq: MessageQueue) -> _QueueState:
+        state = self._states.get(pq)
+        if state is None:
+            state = _QueueState(mq, pq)
+            self._states[pq] = state
+            state.driver = asyncio.ensure_future(self._drive(state))
+        return state
+
+    def _submit(self, pq: ProcessQueue, mq: MessageQueue) -> None:
+        # the orderly re-lock path ends here (on the loop): wake the queue's driver
+        state = self._states.get(pq)
+        if state is not None:
+            state.relocking = False
+            state.wakeup.set()
+
+    def _wake(self, state: _QueueState) -> None:
+        instance = self.consumer.instance
+        if instance.in_loop_thread():
+            state.wakeup.set()
+        else:
+            instance.loop.call_soon_threadsafe(state.wakeup.set)
+
+    # ------------------------------------------------------------------ the driver (one task per queue)
+
+    def _lock_valid(self, pq: ProcessQueue) -> bool:
+        return not self._clustering or (pq.locked and not pq.is_lock_expired())
+
+    def _may_start(self, pq: ProcessQueue) -> bool:
+        return not pq.dropped and not self._stopped and self._lock_valid(pq)
+
+    async def _drive(self, state: _QueueState) -> None:
+        """Start ready keys while the queue is ours, holding the consume lock while any key is in flight."""
+        pq, mq = state.process_queue, state.message_queue
+        consume_lock = pq.consume_lock
+        holding = False
+        try:
+            while True:
+                state.wakeup.clear()
+                with state.mutex:
+                    idle = not state.running
+                    has_ready = bool(state.ready)
+                if pq.dropped or self._stopped:
+                    if idle:
+                        logger.debug("%s: %s dropped; its keys stop", self.group, mq)
+                        return
+                elif not self._lock_valid(pq):
+                    if holding and idle:
+                        consume_lock.release()
+                        holding = False
+                    if not state.relocking:
+                        state.relocking = True
+                        logger.warning("%s: %s is not locked (or the lock expired); consuming it later", self.group,
+                                       mq)
+                        self.try_lock_later_and_reconsume(mq, pq, TRY_LOCK_LATER_AT_ENTRY_MILLS)
+                elif has_ready:
+                    if not holding:
+                        await consume_lock.acquire_async()
+                        holding = True
+                        continue     # the queue may have been dropped meanwhile
+                    self._start_ready_keys(state)
+                elif holding and idle:
+                    consume_lock.release()
+                    holding = False
+                await state.wakeup.wait()
+        finally:
+            if holding:
+                consume_lock.release()
+            if self._states.get(pq) is state:
+                del self._states[pq]
+
+    def _start_ready_keys(self, state: _QueueState) -> None:
+        started: list[tuple[MessageKey, MessageExt]] = []
+        limit = self.max_in_flight_per_queue
+        with state.mutex:
+            while state.ready and len(state.running) < limit:
+                key = state.ready.popleft()
+                state.running.add(key)
+                started.append((key, state.pending[key].popleft()))
+        for key, msg in started:
+            if self.is_async:
+                self._run_task(self._run_keys_async(state, key, msg))
+            else:
+                self._run_in_pool(self._run_keys_sync, state, key, msg)
+
+    # ------------------------------------------------------------------ running keys
+
+    def _run_keys_sync(self, state: _QueueState, key: MessageKey, msg: MessageExt) -> None:
+        """Consume ``msg``, then whichever key is ready next (one pool call serves keys until none is)."""
+        begin = time.monotonic()
+        item: tuple[MessageKey, MessageExt] | None = (key, msg)
+        while item is not None:
+            key, msg = item
+            if not self._may_start(state.process_queue):
+                item = self._finish(state, key, msg, _Outcome.SKIPPED, -1)
+                continue
+            context = self._context(state, key)
+            outcome = self._consume_one_sync(state, msg, context)
+            item = self._finish(state, key, msg, outcome, context.suspend_current_queue_time_millis)
+            if item is not None and time.monotonic() - begin > KEY_RUN_SLICE:
+                self._run_in_pool(self._run_keys_sync, state, *item)
+                return
+
+    async def _run_keys_async(self, state: _QueueState, key: MessageKey, msg: MessageExt) -> None:
+        begin = time.monotonic()
+        item: tuple[MessageKey, MessageExt] | None = (key, msg)
+        while item is not None:
+            key, msg = item
+            if not self._may_start(state.process_queue):
+                item = self._finish(state, key, msg, _Outcome.SKIPPED, -1)
+                continue
+            context = self._context(state, key)
+            outcome = await self._consume_one_async(state, msg, context)
+            item = self._finish(state, key, msg, outcome, context.suspend_current_queue_time_millis)
+            if item is not None and time.monotonic() - begin > KEY_RUN_SLICE:
+                self._run_task(self._run_keys_async(state, *item))
+                return
+
+    @staticmethod
+    def _context(state: _QueueState, key: MessageKey) -> ConsumeKeyOrderedContext:
+        return ConsumeKeyOrderedContext(state.message_queue, key=key if isinstance(key, str) else None)
+
+    def _consume_one_sync(self, state: _QueueState, msg: MessageExt, context: ConsumeKeyOrderedContext) -> _Outcome:
+        mq = state.message_queue
+        msgs = [msg]
+        self.reset_retry_topic(msgs)
+        hook_context = self.hooks_before(mq, msgs)
+        started = time.monotonic()
+        result: object = None
+        error: BaseException | None = None
+        try:
+            result = self.listener(list(msgs), context)
+        except Exception as exc:
+            error = exc
+            logger.warning("%s: key-ordered listener raised for %s offset %d", self.group, mq, msg.queue_offset,
+                           exc_info=True)
+        status = self._after_listener(mq, msgs, result, error, started, hook_context)
+        if status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
+            return self._consumed(mq)
+        dead_lettered = msg.reconsume_times >= self.max_reconsume_times and self._dead_letter_blocking(msg, mq)
+        return self._failed(mq, msg, dead_lettered)
+
+    async def _consume_one_async(self, state: _QueueState, msg: MessageExt,
+                             context: ConsumeKeyOrderedContext) -> _Outcome:
+        mq = state.message_queue
+        msgs = [msg]
+        self.reset_retry_topic(msgs)
+        hook_context = self.hooks_before(mq, msgs)
+        started = time.monotonic()
+        result: object = None
+        error: BaseException | None = None
+        try:
+            result = await self.listener(list(msgs), context)
+        except Exception as exc:
+            error = exc
+            logger.warning("%s: key-ordered listener raised for %s offset %d", self.group, mq, msg.queue_offset,
+                           exc_info=True)
+        status = self._after_listener(mq, msgs, result, error, started, hook_context)
+        if status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
+            return self._consumed(mq)
+        dead_lettered = msg.reconsume_times >= self.max_reconsume_times and await self._dead_letter(msg, mq)
+        return self._failed(mq, msg, dead_lettered)
+
+    def _consumed(self, mq: MessageQueue) -> _Outcome:
+        self.consumer.consumer_stats.inc_consume_ok_tps(self.group, mq.topic, 1)
+        return _Outcome.DONE
+
+    def _failed(self, mq: MessageQueue, msg: MessageExt, dead_lettered: bool) -> _Outcome:
+        self.consumer.consumer_stats.inc_consume_failed_tps(self.group, mq.topic, 1)
+        if dead_lettered:
+            return _Outcome.DONE
+        msg.reconsume_times += 1
+        return _Outcome.RETRY
+
+    def _finish(self, state: _QueueState, key: MessageKey, msg: MessageExt, outcome: _Outcome,
+                suspend_millis: int) -> tuple[MessageKey, MessageExt] | None:
+        """Settle ``msg`` of ``key``; return the next (key, message) this worker should consume, if any."""
+        pq, mq = state.process_queue, state.message_queue
+        if outcome is _Outcome.DONE:
+            offset = pq.remove_messages([msg])
+            if offset >= 0 and not pq.dropped:
+                self.consumer.offset_store.update_offset(mq, offset, True)
+        next_item: tuple[MessageKey, MessageExt] | None = None
+        with state.mutex:
+            state.running.discard(key)
+            waiting = state.pending.get(key)
+            if outcome is _Outcome.DONE:
+                state.admitted.discard(msg.queue_offset)
+                if waiting:
+                    state.ready.append(key)
+                elif waiting is not None:
+                    del state.pending[key]
+            else:
+                if waiting is None:
+                    waiting = state.pending[key] = deque()
+                waiting.appendleft(msg)
+                if outcome is _Outcome.RETRY:
+                    state.suspended.add(key)
+                else:
+                    state.ready.appendleft(key)
+            if outcome is not _Outcome.SKIPPED and state.ready and self._may_start(pq):
+                next_key = state.ready.popleft()
+                state.running.add(next_key)
+                next_item = (next_key, state.pending[next_key].popleft())
+            idle = not state.running
+        if outcome is _Outcome.RETRY:
+            self.consumer.call_later(self._suspend_seconds(suspend_millis), lambda: self._resume_key(state, key))
+        if idle:
+            self._wake(state)
+        return next_item
+
+    def _resume_key(self, state: _QueueState, key: MessageKey) -> None:
+        """A suspended key may retry its head message (on the loop)."""
+        with state.mutex:
+            state.suspended.discard(key)
+            if state.pending.get(key) and key not in state.running:
+                state.ready.append(key)
+        state.wakeup.set()
+
+    def _suspend_seconds(self, millis: object) -> float:
+        if isinstance(millis, bool) or not isinstance(millis, int):
+            logger.error("%s: suspend_current_queue_time_millis must be an int, got %r; using the consumer's setting",
+                         self.group, millis)
+            millis = -1
+        if millis == -1:
+            millis = self.consumer.settings.suspend_current_queue_time_millis
+        assert isinstance(millis, int)
+        return min(max(millis, SUSPEND_MIN_MILLS), SUSPEND_MAX_MILLS) / 1000
+
+    # ------------------------------------------------------------------ the dead-letter queue
+
+    async def _dead_letter(self, msg: MessageExt, mq: MessageQueue) -> bool:
+        try:
+            await self.consumer.send_message_back(msg, DEAD_LETTER_DELAY_LEVEL, mq.broker_name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            logger.error("%s: sending %s to the dead-letter queue failed: %s; retrying it", self.group, msg, exc)
+            return False
+        logger.info("%s: %s failed %d times; sent to the dead-letter queue", self.group, msg,
+                    msg.reconsume_times + 1)
+        return True
+
+    def _dead_letter_blocking(self, msg: MessageExt, mq: MessageQueue) -> bool:
+        try:
+            return bool(self.consumer.instance.run(self._dead_letter(msg, mq), DEAD_LETTER_WAIT))
+        except Exception as exc:
+            logger.error("%s: sending %s to the dead-letter queue failed: %s; retrying it", self.group, msg, exc)
+            return False
+
+
+__all__ = [
+    "DEAD_LETTER_DELAY_LEVEL",
+    "KEY_RUN_SLICE",
+    "WATCH_INTERVAL",
+    "ConsumeKeyOrderedContext",
+    "ConsumeMessageKeyOrderedService",
+    "KeyFunction",
+    "MessageKey",
+    "default_message_key",
+]

@@ -1,0 +1,166 @@
+"""A full disk fails puts cleanly (nothing half written, reads keep working) and puts work again after."""
+
+from __future__ import annotations
+
+import errno
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import request, small_config
+from rocketflow.protocol.bodies import SubscriptionGroupConfig, TopicConfig
+from rocketflow.protocol.codec import decode_records
+from rocketflow.store import MessageStore, PutMessageStatus
+from rocketflow.store import mapped_file as mapped_file_module
+from rocketflow.store.config_file import SubscriptionGroupTable, TopicConfigTable
+
+
+class FakeFullDisk:
+    """Makes block allocation fail with ENOSPC for files whose path contains `where` while `full`."""
+
+    def __init__(self) -> None:
+        self.full = False
+        self.where = ""
+        self.refused = 0
+        self._real = os.posix_fallocate
+
+    def __call__(self, fd: int, offset: int, length: int) -> None:
+        if self.full and self.where in os.readlink(f"/proc/self/fd/{fd}"):
+            self.refused += 1
+            raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+        self._real(fd, offset, length)
+
+
+@pytest.fixture
+def disk(monkeypatch: pytest.MonkeyPatch) -> Iterator[FakeFullDisk]:
+    fake = FakeFullDisk()
+    monkeypatch.setattr(mapped_file_module.os, "posix_fallocate", fake)
+    yield fake
+
+
+def read_queue(store: MessageStore, topic: str, queue_id: int = 0) -> list[bytes]:
+    bodies: list[bytes] = []
+    offset = 0
+    while True:
+        got = store.get_messages("g", topic, queue_id, offset, 32)
+        if not got.buffers:
+            return bodies
+        for msg in decode_records(got.body()):
+            assert msg.queue_offset == len(bodies)
+            bodies.append(msg.body)
+        offset = got.next_begin_offset
+
+
+def put_until_refused(store: MessageStore, prefix: str, limit: int = 500) -> tuple[list[bytes], PutMessageStatus, str]:
+    acked: list[bytes] = []
+    for index in range(limit):
+        body = f"{prefix}-{index}".encode() * 8
+        result = store.put_message(request("Full", 0, body, KEYS=f"{prefix}{index}"))
+        if not result.status.is_ok:
+            return acked, result.status, result.error
+        acked.append(body)
+    raise AssertionError("the full disk never refused a put")
+
+
+def test_commit_log_disk_full_refuses_puts_then_recovers(make_store: Callable[..., MessageStore],
+                                                         disk: FakeFullDisk, tmp_path: Path) -> None:
+    store = make_store()
+    before: list[bytes] = []
+    for index in range(5):
+        body = f"warm-{index}".encode()
+        assert store.put_message(request("Full", 0, body)).status.is_ok
+        before.append(body)
+    disk.full = True
+    disk.where = "/store/commitlog/"
+    acked, status, error = put_until_refused(store, "a")
+    assert status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert "cannot write the commit log" in error and "No space left on device" in error
+    # a second refusal leaves no extra empty segment behind
+    assert not store.put_message(request("Full", 0, b"refused")).status.is_ok
+    segments = store.commit_log.files.files
+    assert segments[-1].wrote_position > 0
+    # reads keep working and show exactly what was acknowledged
+    assert read_queue(store, "Full") == before + acked
+    disk.full = False
+    after = [f"b-{index}".encode() for index in range(40)]
+    for body in after:
+        assert store.put_message(request("Full", 0, body)).status.is_ok
+    assert read_queue(store, "Full") == before + acked + after
+    store.shutdown()
+    with MessageStore(small_config(tmp_path / "store")) as reopened:
+        assert read_queue(reopened, "Full") == before + acked + after
+
+
+def test_consume_queue_disk_full_holds_puts_until_dispatch_succeeds(make_store: Callable[..., MessageStore],
+                                                                    disk: FakeFullDisk, tmp_path: Path) -> None:
+    store = make_store()
+    disk.full = True
+    disk.where = "/store/consumequeue/"
+    acked, status, error = put_until_refused(store, "c")
+    assert status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert "consume queue" in error
+    # the refused put's record is in the commit log; further puts are refused while dispatch fails
+    second = store.put_message(request("Full", 0, b"while-full"))
+    assert second.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    assert read_queue(store, "Full") == acked
+    disk.full = False
+    assert store.put_message(request("Full", 0, b"after")).status.is_ok
+    bodies = read_queue(store, "Full")
+    # the unacknowledged record becomes consumable (at-least-once), nothing acknowledged is missing
+    assert bodies[: len(acked)] == acked
+    assert len(bodies) == len(acked) + 2
+    assert bodies[-1] == b"after"
+    store.shutdown()
+    with MessageStore(small_config(tmp_path / "store")) as reopened:
+        assert read_queue(reopened, "Full") == bodies
+
+
+def test_index_disk_full_is_a_put_failure_not_a_crash(make_store: Callable[..., MessageStore],
+                                                      disk: FakeFullDisk) -> None:
+    store = make_store()
+    disk.full = True
+    disk.where = "/store/index/"
+    acked, status, _error = put_until_refused(store, "i")
+    assert status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    disk.full = False
+    assert store.put_message(request("Full", 0, b"after", KEYS="after")).status.is_ok
+    assert len(store.query_message("Full", "after", 4, 0, 2**62).buffers) == 1
+    assert read_queue(store, "Full")[: len(acked)] == acked
+
+
+@pytest.mark.parametrize("usage, refused", [(95.0, True), (89.0, False)])
+def test_disk_warning_level_ratio(tmp_path: Path, usage: float, refused: bool) -> None:
+    level = {"value": usage}
+    store = MessageStore(small_config(tmp_path / "store"), disk_usage=lambda _path: level["value"])
+    with store:
+        store.clean_expired()
+        result = store.put_message(request("Full", 0, b"x"))
+        if refused:
+            assert result.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+            assert "disk is full" in result.error and "95.0%" in result.error
+            assert store.get_messages("g", "Full", 0, 0, 1).buffers == []
+            level["value"] = 50.0
+            store.clean_expired()
+            assert store.put_message(request("Full", 0, b"x")).status.is_ok
+        else:
+            assert result.status.is_ok
+
+
+def test_a_config_change_stays_in_memory_when_its_file_cannot_be_written(tmp_path: Path) -> None:
+    blocked = tmp_path / "config"
+    blocked.write_text("a file where the config directory should be")  # every write below it fails
+    groups = SubscriptionGroupTable(blocked)
+    groups.put(SubscriptionGroupConfig(group_name="g"))  # logged, not raised
+    assert groups.get("g") == SubscriptionGroupConfig(group_name="g")
+    topics = TopicConfigTable(blocked)
+    topics.put(TopicConfig(topic_name="T", read_queue_nums=4, write_queue_nums=4))
+    assert topics.get("T") is not None
+    with pytest.raises(OSError):
+        groups.persist()  # an explicit persist still reports the failure to its caller
+    blocked.unlink()
+    groups.persist()
+    reloaded = SubscriptionGroupTable(blocked)
+    reloaded.load()
+    assert reloaded.get("g") == SubscriptionGroupConfig(group_name="g")
