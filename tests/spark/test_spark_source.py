@@ -20,6 +20,7 @@ from rocketflow.client import Producer
 from rocketflow.protocol.bodies import TopicConfig
 from rocketflow.protocol.message import Message, MessageQueue
 from rocketflow.spark.connection import get_connection
+from rocketflow.spark.progress import track_group_progress
 
 
 def _reader(spark: SparkSession, cluster: DevCluster, topic: str, **options: str) -> Any:
@@ -224,3 +225,32 @@ def test_fail_on_data_loss_both_ways(spark: SparkSession, small_segment_cluster:
     skipping.awaitTermination(120)
     offsets = sorted(row.queue_offset for row in spark.read.parquet(str(output)).collect())
     assert offsets == list(range(100)) + list(range(low, 1000))
+
+
+def test_two_topics_small_pulls_and_group_progress_listener(spark: SparkSession, cluster: DevCluster,
+                                                            producer: Producer, new_topic: Callable[..., str],
+                                                            tmp_path: Path) -> None:
+    """A comma list of topics read with pulls of 7; the listener leaves the group at the query's end (lag 0)."""
+    first, second = new_topic(2), new_topic(3)
+    send_messages(producer, first, 90, body=lambda i: b"a-%d" % i)
+    send_messages(producer, second, 61, body=lambda i: b"b-%d" % i)
+    group = f"spark_listener_{uuid.uuid4().hex[:6]}"
+    listener = track_group_progress(spark, cluster.namesrv_addr, group, topics=[first, second])
+    try:
+        rows, progress = _drain(spark, cluster, f"{first}, {second}", tmp_path, startingOffsets="earliest",
+                                group=group, pullBatchSize="7", maxMessagesPerTrigger="50")
+        deadline = time.monotonic() + 30  # listener events reach Python asynchronously
+        connection = get_connection(cluster.namesrv_addr)
+        queues = connection.queues(first) + connection.queues(second)
+        ends = connection.max_offsets(queues)
+        while connection.group_offsets(group, queues) != ends and time.monotonic() < deadline:
+            time.sleep(0.2)
+    finally:
+        spark.streams.removeListener(listener)
+    assert sorted(bytes(row.body) for row in rows) == sorted(
+        [b"a-%d" % i for i in range(90)] + [b"b-%d" % i for i in range(61)])
+    assert {row.topic for row in rows} == {first, second}
+    assert len([p for p in progress if int(p["numInputRows"])]) >= 4
+    # the source's own commit() never writes the last batch: only the listener brings the group to lag 0
+    assert connection.group_offsets(group, queues) == ends
+    assert listener.committed_batches >= 1

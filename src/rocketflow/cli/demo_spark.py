@@ -185,6 +185,7 @@ class SparkPipeline:
         self.started_at: float | None = None
         self._spark: Any = None
         self._query: Any = None
+        self._listener: Any = None
         self._work_dir = tempfile.mkdtemp(prefix="rocketflow-demo-spark-")
 
     # ------------------------------------------------------------------ lifecycle
@@ -206,6 +207,10 @@ class SparkPipeline:
                 sample = (spark.read.format("rocketmq").option("namesrv", self.namesrv)
                           .option("topic", self.warm_up_topic).load())
                 _write_and_aggregate(events_of(sample), Path(self._work_dir) / "warm-up")
+            from rocketflow.spark.progress import track_group_progress
+
+            # every finished batch's end offsets go to the group at once (the source's commit lags a batch)
+            self._listener = track_group_progress(spark, self.namesrv, self.group, topics=[self.topic])
             raw = (spark.readStream.format("rocketmq").option("namesrv", self.namesrv).option("topic", self.topic)
                    .option("startingOffsets", "earliest").option("group", self.group)
                    .option("maxMessagesPerTrigger", str(self.max_per_batch)).load())
@@ -273,6 +278,9 @@ class SparkPipeline:
     def stop_query(self) -> None:
         if self._query is not None:
             self._query.stop()
+        if self._listener is not None and self._spark is not None:
+            self._spark.streams.removeListener(self._listener)
+            self._listener = None
         self.status = "stopped"
 
     def per_minute(self) -> list[dict[str, Any]]:

@@ -27,7 +27,9 @@ Reader options (case-insensitive, string values):
 * ``group``: after each micro-batch, the batch's end offsets are written to this consumer group on the
   broker, **for monitoring only** (lag in the admin tools). Best effort: Spark calls ``commit`` late
   (for batch N only after batch N+1 is planned, never for the last batch), and a failure is logged,
-  not raised. The query's checkpoint is the truth for where reading resumes;
+  not raised. The query's checkpoint is the truth for where reading resumes. For a group that tracks
+  the query exactly (lag 0 once it caught up), add ``track_group_progress(spark, namesrv, group)``: a
+  `StreamingQueryListener` that commits every finished batch's end offsets at once;
 * ``pullBatchSize`` (default 1024): messages asked per pull (the broker may cap it);
 * ``maxRecordsPerPartition`` (default 1,000,000): larger queue ranges are split into several partitions.
 
@@ -55,6 +57,7 @@ from typing import Any
 
 from rocketflow.spark.columns import ARROW_SCHEMA, SCHEMA_DDL
 from rocketflow.spark.connection import SourceError
+from rocketflow.spark.progress import GroupProgressListener, track_group_progress
 from rocketflow.spark.source import RocketMQDataSource
 
 
@@ -63,4 +66,5 @@ def register(spark: Any) -> None:
     spark.dataSource.register(RocketMQDataSource)
 
 
-__all__ = ["ARROW_SCHEMA", "SCHEMA_DDL", "RocketMQDataSource", "SourceError", "register"]
+__all__ = ["ARROW_SCHEMA", "SCHEMA_DDL", "GroupProgressListener", "RocketMQDataSource", "SourceError", "register",
+           "track_group_progress"]
