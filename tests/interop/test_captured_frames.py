@@ -1,5 +1,5 @@
 """Every request frame two real RocketMQ 4.x clients sent (ali-ons 3.12.0 and the C++ client behind
-``rocketmq`` 0.4.4, captured in /work/shared/interop) must decode: frame -> command -> typed header ->
+``rocketmq`` 0.4.4, captured in tests/data/captured) must decode: frame -> command -> typed header ->
 body. The frame bytes are rebuilt the way each client writes its JSON header (key order, value types,
 the C++ client's trailing newline); the rebuild is checked byte-exact against the raw first frames.
 """
@@ -35,9 +35,8 @@ from rocketflow.remoting.headers import (
     decode_send_header,
 )
 
-INTEROP_DIR = Path(__file__).resolve().parents[3] / "shared" / "interop"
+INTEROP_DIR = Path(__file__).resolve().parents[1] / "data" / "captured"
 
-pytestmark = pytest.mark.skipif(not INTEROP_DIR.is_dir(), reason=f"captured client frames not found at {INTEROP_DIR}")
 
 #: Request codes seen in the captures that we deliberately do not decode, with the reason.
 #: Every other captured code must have a handler below (see test_every_captured_code_is_handled).
@@ -47,7 +46,9 @@ Record = dict[str, Any]
 
 
 def _frame_files() -> list[Path]:
-    return sorted(INTEROP_DIR.glob("*/frames_*.jsonl")) if INTEROP_DIR.is_dir() else []
+    files = sorted(INTEROP_DIR.glob("*/frames_*.jsonl"))
+    assert files, f"no captured client frames under {INTEROP_DIR}"
+    return files
 
 
 def _records() -> list[tuple[str, Record]]:
@@ -328,7 +329,7 @@ def parse_hexdump(text: str) -> bytes:
     return bytes(data)
 
 
-HEX_FILES = sorted(INTEROP_DIR.glob("*/first_frame_producer.hex")) if INTEROP_DIR.is_dir() else []
+HEX_FILES = sorted(INTEROP_DIR.glob("*/first_frame_producer.hex"))
 
 
 @pytest.mark.parametrize("path", HEX_FILES, ids=lambda path: path.parent.name)

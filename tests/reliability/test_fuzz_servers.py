@@ -1,6 +1,6 @@
 """Random and mutated frames at a running broker and name server (subprocesses) over TCP.
 
-Base frames are the real clients' captured requests (/work/shared/interop, re-encoded with their JSON
+Base frames are the real clients' captured requests (tests/data/captured, re-encoded with their JSON
 quirks) and our own encoded requests; a seeded generator mutates them (bit flips, truncations, huge
 and negative lengths, wrong header lengths, broken JSON, unknown codes and serialize types, binary
 headers, random bytes). Each fuzz frame is followed by a well-formed probe on the same connection.
@@ -40,7 +40,7 @@ from rocketflow.remoting.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, enco
 
 pytestmark = pytest.mark.reliability
 
-INTEROP = Path("/work/shared/interop")
+INTEROP = Path(__file__).resolve().parents[1] / "data" / "captured"
 TOPIC = "TopicTest"
 #: the well-formed client's own topic (fuzz frames aim at TOPIC)
 WELL_FORMED_TOPIC = "WellFormedT"
@@ -73,6 +73,7 @@ def captured_frames(port: int) -> list[bytes]:
                       "extFields": record["extFields"]}
             body = record["body"]
             frames.append(json_frame(header, body.encode() if isinstance(body, str) else b""))
+    assert frames, f"no captured frames for port {port} under {INTEROP}"
     return frames
 
 

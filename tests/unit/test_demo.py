@@ -21,8 +21,8 @@ from rocketflow.client import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 
 
-def test_codec_demo_decodes_captured_sessions(shared_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    run_codec_demo(shared_dir / "interop")
+def test_codec_demo_decodes_captured_sessions(captured_dir: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run_codec_demo(captured_dir)
     out = capsys.readouterr().out
     assert "from 7 sessions" in out
     assert "HEART_BEAT" in out and "LOCK_BATCH_MQ" in out and "SEND_MESSAGE_V2" in out

@@ -64,8 +64,8 @@ def broker_frames(path: Path) -> list[RemotingCommand]:
 
 
 @pytest.mark.parametrize("name", FILES)
-def test_captured_client_frames_are_served(shared_dir: Path, name: str) -> None:
-    frames = broker_frames(shared_dir / "interop" / name)
+def test_captured_client_frames_are_served(captured_dir: Path, name: str) -> None:
+    frames = broker_frames(captured_dir / name)
     assert frames
 
     async def scenario(cluster: DevCluster, client: RemotingClient) -> None:
