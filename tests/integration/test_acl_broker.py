@@ -7,6 +7,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -23,20 +24,30 @@ from rocketflow.client import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     MQError,
+    PullStatus,
 )
 from rocketflow.client.instance import shutdown_all
 from rocketflow.namesrv import NameServer, NamesrvConfig
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import TopicConfig
-from rocketflow.protocol.message import MessageExt
+from rocketflow.protocol.codec import decode_records
+from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
+from rocketflow.protocol.sysflag import PullSysFlag
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.headers import PullMessageRequestHeader
 
 ADMIN = SessionCredentials("aclAdmin01", "adminSecret01")
 USER = SessionCredentials("aclUser001", "userSecret01")
+#: a subscribe-only account: SUB on SUB_TOPIC and SUB_GROUP, nothing else (no PUB anywhere)
+SUBSCRIBER = SessionCredentials("aclSubOnly1", "subSecret01")
 TOPIC = "AclTopic"
 DENIED_TOPIC = "AclDenied"
 GROUP = "acl_cg"
+SUB_TOPIC = "AclSubOnlyT"
+SUB_GROUP = "acl_sub_only_cg"
+#: short delay levels (3 = 1 s) so a retry takes a second
+DELAY_LEVELS = "1s 1s 1s 2s 3s 4s 5s 6s 7s 8s 9s 10s 11s 12s 13s 14s 15s 16s"
 FAST_CLIENT = {"persist_first_delay": 0.2, "persist_consumer_offset_interval": 0.2, "poll_name_server_interval": 1.0}
 
 
@@ -55,6 +66,12 @@ accounts:
     topicPerms:
       - {TOPIC}=PUB|SUB
       - {DENIED_TOPIC}={denied_perm}
+  - accessKey: {SUBSCRIBER.access_key}
+    secretKey: {SUBSCRIBER.secret_key}
+    defaultTopicPerm: DENY
+    defaultGroupPerm: DENY
+    topicPerms: ["{SUB_TOPIC}=SUB"]
+    groupPerms: ["{SUB_GROUP}=SUB"]
 """
 
 
@@ -84,7 +101,8 @@ def acl_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="module")
 def cluster(acl_path: Path) -> Iterator[DevCluster]:
     cluster = DevCluster.start_in_thread(broker_settings={
-        "acl_enable": True, "acl_file": acl_path, "acl_reload_check_interval_ms": 50})
+        "acl_enable": True, "acl_file": acl_path, "acl_reload_check_interval_ms": 50,
+        "message_delay_level": DELAY_LEVELS})
     try:
         yield cluster
     finally:
@@ -113,21 +131,42 @@ def call(addr: str, request: RemotingCommand, credentials: SessionCredentials | 
     return asyncio.run(main())
 
 
-def create_topic(cluster: DevCluster, topic: str) -> None:
+@contextmanager
+def admin_instance(cluster: DevCluster) -> Iterator[ClientInstance]:
+    """A started client instance signing with the admin account."""
     config = ClientConfig(namesrv_addr=cluster.namesrv_addr, instance_name=f"acl-admin-{time.monotonic_ns()}",
                           access_key=ADMIN.access_key, secret_key=ADMIN.secret_key)
     instance = ClientInstance.get_or_create(config)
     instance.start()
     try:
-        instance.run(instance.api.create_topic(cluster.broker_addr, TopicConfig(topic, 2, 2)))
+        yield instance
+    finally:
+        instance.shutdown()
+
+
+def create_topic(cluster: DevCluster, topic: str, queues: int = 2) -> None:
+    with admin_instance(cluster) as instance:
+        instance.run(instance.api.create_topic(cluster.broker_addr, TopicConfig(topic, queues, queues)))
 
         def routed() -> bool:
             route = instance.run(instance.api.get_topic_route(topic))
             return route is not None and bool(route.queue_datas)
 
         wait_until(routed, what=f"route of {topic}")
-    finally:
-        instance.shutdown()
+
+
+def read_queue(instance: ClientInstance, broker_addr: str, mq: MessageQueue) -> list[MessageExt]:
+    """Every message of ``mq``, by raw PULL_MESSAGE (no suspend, no offset commit)."""
+    found: list[MessageExt] = []
+    while True:
+        header = PullMessageRequestHeader(
+            consumer_group="acl_reader", topic=mq.topic, queue_id=mq.queue_id, queue_offset=len(found),
+            max_msg_nums=32, sys_flag=int(PullSysFlag.SUBSCRIPTION), commit_offset=0, suspend_timeout_millis=0,
+            sub_version=0, subscription="*", expression_type="TAG")
+        result = instance.run(instance.api.pull_message(broker_addr, header, 5.0))
+        if result.status is not PullStatus.FOUND:
+            return found
+        found.extend(decode_records(result.body))
 
 
 def send_request(topic: str) -> RemotingCommand:
@@ -167,6 +206,74 @@ def test_right_keys_send_and_consume(cluster: DevCluster) -> None:
         consumer.shutdown()
     assert sorted(received) == sorted(f"k{index}" for index in range(10))
     assert cluster.broker is not None and cluster.broker.acl_file is not None
+
+
+def test_subscribe_only_account_sends_failed_messages_back_to_retry_and_dlq(cluster: DevCluster) -> None:
+    """CONSUMER_SEND_MSG_BACK needs only SUB on the group (RocketMQ 4.9.4+): a consumer without any PUB
+    permission returns failed messages to %RETRY% and, past max_reconsume_times, to %DLQ%."""
+    create_topic(cluster, SUB_TOPIC, 1)
+    producer = Producer("acl_sub_pg", namesrv=cluster.namesrv_addr, instance_name="acl-sub-producer",
+                        access_key=ADMIN.access_key, secret_key=ADMIN.secret_key)
+    producer.start()
+    try:
+        for index in range(3):
+            producer.send(Message(SUB_TOPIC, f"m{index}".encode(), keys=f"fail{index}"))
+        producer.send(Message(SUB_TOPIC, b"ok", keys="ok"))
+    finally:
+        producer.shutdown()
+    # the account really cannot publish: its own send to the topic is refused
+    refused = call(cluster.broker_addr, send_request(SUB_TOPIC), SUBSCRIBER)
+    assert refused.code == ResponseCode.NO_PERMISSION and "no PUB permission" in (refused.remark or "")
+    assert cluster.broker is not None and cluster.broker.acl_hook is not None
+    refusals_before = cluster.broker.acl_hook.refused
+    seen: list[tuple[str, str, int]] = []
+    lock = threading.Lock()
+
+    def listener(msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        with lock:
+            seen.extend((msg.keys or "", context.message_queue.topic, msg.reconsume_times) for msg in msgs)
+        if any((msg.keys or "").startswith("fail") for msg in msgs):
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = PushConsumer(SUB_GROUP, namesrv=cluster.namesrv_addr, instance_name="acl-sub-consumer",
+                            access_key=SUBSCRIBER.access_key, secret_key=SUBSCRIBER.secret_key,
+                            consume_from=ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET, max_reconsume_times=1,
+                            **FAST_CLIENT)
+    consumer.subscribe(SUB_TOPIC, "*")
+    consumer.register_concurrent_listener(listener)
+    consumer.start()
+    try:
+        def deliveries(key: str) -> list[tuple[str, int]]:
+            with lock:
+                return [(topic, times) for seen_key, topic, times in seen if seen_key == key]
+
+        fails = [f"fail{index}" for index in range(3)]
+        wait_until(lambda: all(len(deliveries(key)) >= 2 for key in fails), timeout=20,
+                   what="each failing message consumed twice (once from %RETRY%)")
+        retry = f"%RETRY%{SUB_GROUP}"
+        for key in fails:
+            assert deliveries(key)[:2] == [(SUB_TOPIC, 0), (retry, 1)], deliveries(key)
+        assert deliveries("ok") == [(SUB_TOPIC, 0)]
+        broker_name = cluster.broker_config.broker_name
+        with admin_instance(cluster) as instance:
+            retried = read_queue(instance, cluster.broker_addr, MessageQueue(retry, broker_name, 0))
+            assert sorted(msg.keys or "" for msg in retried) == fails
+            dlq = MessageQueue(f"%DLQ%{SUB_GROUP}", broker_name, 0)
+
+            def dead() -> list[MessageExt]:
+                return read_queue(instance, cluster.broker_addr, dlq)
+
+            wait_until(lambda: len(dead()) == 3, timeout=15, what="the three failing messages in %DLQ%")
+            letters = dead()
+        assert sorted(msg.keys or "" for msg in letters) == fails
+        assert all(msg.properties[MessageConst.RETRY_TOPIC] == SUB_TOPIC for msg in letters)
+        time.sleep(0.5)
+        assert all(len(deliveries(key)) == 2 for key in fails)  # dead-lettered: no more deliveries
+    finally:
+        consumer.shutdown()
+    # every request of the subscribe-only consumer was allowed, send-backs included
+    assert cluster.broker.acl_hook.refused == refusals_before, cluster.broker.acl_hook.last_refusal
 
 
 def test_wrong_secret_is_refused_with_no_permission(cluster: DevCluster) -> None:

@@ -1,9 +1,11 @@
 """``rocketflow admin`` end to end against a dev cluster: every command once (tables and --json),
 reset-offset under a running PushConsumer, tail of a message sent after it started (a subprocess),
-and the refused / unreachable / bad-usage exits."""
+the refused / unreachable / bad-usage exits, and ACL keys + TLS against a broker with both on."""
 
 from __future__ import annotations
 
+import datetime
+import ipaddress
 import json
 import subprocess
 import sys
@@ -15,12 +17,17 @@ from typing import Any
 
 import pytest
 from click.testing import CliRunner, Result
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import NameOID
 
 from rocketflow import Message, Producer, PushConsumer
 from rocketflow.broker import DevCluster
 from rocketflow.cli.main import cli
 from rocketflow.client import ClientInstance, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeFromWhere
 from rocketflow.client.instance import shutdown_all
+from rocketflow.net.tls import TlsMode
 from rocketflow.protocol.message import MessageExt
 
 
@@ -240,3 +247,106 @@ def test_consumer_progress_of_an_unknown_group_is_an_error(cluster: DevCluster) 
     result = CliRunner().invoke(cli, ["admin", "consumer-progress", "no_such_group_xyz", "-n", cluster.namesrv_addr])
     assert result.exit_code == 1, result.output
     assert "no_such_group_xyz" in result.output and "no consume offsets" in result.output
+
+
+# --------------------------------------------------------------------------- ACL keys and TLS
+
+ADMIN_KEY, ADMIN_SECRET = "cliAdmin01", "cliAdminSecret1"
+USER_KEY, USER_SECRET = "cliUser001", "cliUserSecret1"
+
+
+def _write_pem(path: Path, data: bytes) -> Path:
+    path.write_bytes(data)
+    return path
+
+
+def _throwaway_pki(directory: Path) -> tuple[Path, Path, Path]:
+    """(CA certificate, server certificate for 127.0.0.1, server key), all PEM files in ``directory``."""
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP256R1())
+    ca_name = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "rocketflow cli test CA")])
+    ca = (x509.CertificateBuilder().subject_name(ca_name).issuer_name(ca_name).public_key(ca_key.public_key())
+          .serial_number(x509.random_serial_number()).not_valid_before(now - datetime.timedelta(minutes=5))
+          .not_valid_after(now + datetime.timedelta(hours=2))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(x509.KeyUsage(digital_signature=True, content_commitment=False, key_encipherment=False,
+                                       data_encipherment=False, key_agreement=False, key_cert_sign=True,
+                                       crl_sign=True, encipher_only=False, decipher_only=False), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
+          .sign(ca_key, hashes.SHA256()))
+    key = ec.generate_private_key(ec.SECP256R1())
+    server = (x509.CertificateBuilder()
+              .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, "127.0.0.1")]))
+              .issuer_name(ca_name).public_key(key.public_key()).serial_number(x509.random_serial_number())
+              .not_valid_before(now - datetime.timedelta(minutes=5)).not_valid_after(now + datetime.timedelta(hours=2))
+              .add_extension(x509.SubjectAlternativeName([x509.IPAddress(ipaddress.ip_address("127.0.0.1"))]),
+                             critical=False)
+              .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()),
+                             critical=False)
+              .sign(ca_key, hashes.SHA256()))
+    pem = serialization.Encoding.PEM
+    return (_write_pem(directory / "ca.pem", ca.public_bytes(pem)),
+            _write_pem(directory / "server.pem", server.public_bytes(pem)),
+            _write_pem(directory / "server.key", key.private_bytes(pem, serialization.PrivateFormat.PKCS8,
+                                                                   serialization.NoEncryption())))
+
+
+@pytest.fixture(scope="module")
+def secure_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[DevCluster, Path]]:
+    """A dev cluster with the plain ACL on the broker and TLS enforced on both servers; and the CA file."""
+    directory = tmp_path_factory.mktemp("cli-secure")
+    ca, cert, key = _throwaway_pki(directory)
+    acl = directory / "plain_acl.yml"
+    acl.write_text(f"""
+accounts:
+  - accessKey: {ADMIN_KEY}
+    secretKey: {ADMIN_SECRET}
+    admin: true
+  - accessKey: {USER_KEY}
+    secretKey: {USER_SECRET}
+    defaultTopicPerm: PUB|SUB
+    defaultGroupPerm: SUB
+""")
+    cluster = DevCluster.start_in_thread(broker_settings={
+        "acl_enable": True, "acl_file": acl, "tls_mode": TlsMode.ENFORCING, "tls_server_cert_path": cert,
+        "tls_server_key_path": key, "tls_client_trust_cert_path": ca})
+    try:
+        yield cluster, ca
+    finally:
+        cluster.close()
+
+
+def test_acl_keys_and_tls_options(secure_cluster: tuple[DevCluster, Path]) -> None:
+    cluster, ca = secure_cluster
+
+    def secure(*args: str, env: dict[str, str] | None = None, keys: tuple[str, str] | None = None) -> Result:
+        key_args = ["--access-key", keys[0], "--secret-key", keys[1]] if keys is not None else []
+        return CliRunner(env=env).invoke(cli, ["admin", *args, "-n", cluster.namesrv_addr, "--timeout", "5",
+                                               *key_args])
+
+    tls = ["--tls-ca", str(ca)]
+    created = secure("topic", "create", "CliAclT", "--json", *tls, keys=(ADMIN_KEY, ADMIN_SECRET))
+    assert created.exit_code == 0, created.output
+    assert json.loads(created.stdout)["brokers"] == [cluster.broker_addr]
+    # the same through the environment variables
+    env = {"ROCKETFLOW_ACCESS_KEY": ADMIN_KEY, "ROCKETFLOW_SECRET_KEY": ADMIN_SECRET, "ROCKETFLOW_TLS": "1",
+           "ROCKETFLOW_TLS_CA": str(ca)}
+    stats = secure("topic", "stats", "CliAclT", "--json", env=env)
+    assert stats.exit_code == 0, stats.output
+    assert sorted(row["queueId"] for row in json.loads(stats.stdout)) == list(range(8))
+    # the broker's refusals: NO_PERMISSION with its remark, exit 1
+    for keys, remark in ((None, "has no AccessKey"),
+                         ((ADMIN_KEY, "not-the-secret"), f"signature check failed for accessKey {ADMIN_KEY}"),
+                         (("nobody0001", "whatever01"), "accessKey nobody0001 is not configured")):
+        refused = secure("topic", "stats", "CliAclT", *tls, keys=keys)
+        assert refused.exit_code == 1, (keys, refused.output)
+        assert "NO_PERMISSION" in refused.output and remark in refused.output, refused.output
+    not_admin = secure("topic", "create", "CliAclT2", *tls, keys=(USER_KEY, USER_SECRET))
+    assert not_admin.exit_code == 1
+    assert "NO_PERMISSION" in not_admin.output and f"but accessKey {USER_KEY} is not admin" in not_admin.output
+    assert secure("topic", "stats", "CliAclT", *tls, keys=(USER_KEY, USER_SECRET)).exit_code == 0
+    # no TLS against servers that enforce it: a clean exit 1
+    plain = secure("topic", "stats", "CliAclT", "--timeout", "2", keys=(ADMIN_KEY, ADMIN_SECRET))
+    assert plain.exit_code == 1 and "Traceback" not in plain.output, plain.output
+    half = secure("topic", "stats", "CliAclT", *tls, "--access-key", ADMIN_KEY)
+    assert half.exit_code == 2 and "--access-key and --secret-key" in half.output

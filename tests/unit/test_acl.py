@@ -239,8 +239,15 @@ def heartbeat(group: str, *topics: str) -> bytes:
     (RequestCode.SEND_MESSAGE, {"topic": "T"}, b"x", {"T": Permission.PUB}),
     (RequestCode.SEND_MESSAGE_V2, {"b": "T", "a": "pg"}, b"x", {"T": Permission.PUB}),
     (RequestCode.SEND_BATCH_MESSAGE, {"b": "T"}, b"x", {"T": Permission.PUB}),
-    (RequestCode.CONSUMER_SEND_MSG_BACK, {"originTopic": "T", "group": "g"}, b"",
-     {"T": Permission.PUB, "%RETRY%g": Permission.SUB}),
+    # a send to a retry topic is a consumer returning a message: SUB on the group the topic names
+    (RequestCode.SEND_MESSAGE, {"topic": "%RETRY%g", "producerGroup": "CLIENT_INNER_PRODUCER"}, b"x",
+     {"%RETRY%g": Permission.SUB}),
+    (RequestCode.SEND_MESSAGE_V2, {"b": "%RETRY%g", "a": "CLIENT_INNER_PRODUCER"}, b"x", {"%RETRY%g": Permission.SUB}),
+    (RequestCode.SEND_BATCH_MESSAGE, {"b": "%RETRY%g", "a": "pg"}, b"x", {"%RETRY%g": Permission.SUB}),
+    (RequestCode.SEND_MESSAGE_V2, {"b": "%DLQ%g", "a": "pg"}, b"x", {"%DLQ%g": Permission.PUB}),
+    # 4.9.4+ (apache/rocketmq#4457): only SUB on the group, no PUB on the original topic
+    (RequestCode.CONSUMER_SEND_MSG_BACK, {"originTopic": "T", "group": "g", "offset": "7"}, b"",
+     {"%RETRY%g": Permission.SUB}),
     (RequestCode.PULL_MESSAGE, {"topic": "T", "consumerGroup": "g"}, b"",
      {"T": Permission.SUB, "%RETRY%g": Permission.SUB}),
     (RequestCode.QUERY_MESSAGE, {"topic": "T"}, b"", {"T": Permission.SUB}),
@@ -250,8 +257,12 @@ def heartbeat(group: str, *topics: str) -> bytes:
     (RequestCode.GET_CONSUMER_LIST_BY_GROUP, {"consumerGroup": "g"}, b"", {"%RETRY%g": Permission.SUB}),
     (RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T"}, b"",
      {"T": Permission.SUB, "%RETRY%g": Permission.SUB}),
-    (RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T"}, b"",
-     {"T": Permission.SUB, "%RETRY%g": Permission.SUB}),
+    (RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "%RETRY%g"}, b"",
+     {"%RETRY%g": Permission.SUB}),
+    # RocketMQ's parse has no case for these: any valid account
+    (RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "g", "topic": "T"}, b"", {}),
+    (RequestCode.LOCK_BATCH_MQ, {}, b'{"consumerGroup":"g","clientId":"c","mqSet":[]}', {}),
+    (RequestCode.UNLOCK_BATCH_MQ, {}, b'{"consumerGroup":"g","clientId":"c","mqSet":[]}', {}),
     (RequestCode.GET_MAX_OFFSET, {"topic": "T", "queueId": "0"}, b"", {}),
     (RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "T"}, b"", {}),
 ])
@@ -275,7 +286,15 @@ def test_required_permissions_per_code(code: int, fields: dict[str, str], body: 
     (RequestCode.HEART_BEAT, {}, b"not json", "cannot read the HEART_BEAT body"),
     (RequestCode.UPDATE_CONSUMER_OFFSET, {"consumerGroup": "groupC", "topic": "topicX"}, b"",
      "on topic topicX (defaultTopicPerm is DENY)"),
-    (RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "groupC", "topic": "topicB"}, b"", None),
+    (RequestCode.QUERY_CONSUMER_OFFSET, {"consumerGroup": "groupA", "topic": "topicA"}, b"", None),
+    # a SUB-only consumer (topicC=SUB, groupC=SUB) may return messages, by RPC or by the fallback send
+    (RequestCode.CONSUMER_SEND_MSG_BACK, {"originTopic": "topicC", "group": "groupC", "offset": "1"}, b"", None),
+    (RequestCode.CONSUMER_SEND_MSG_BACK, {"originTopic": "topicA", "group": "groupA", "offset": "1"}, b"",
+     "no SUB permission on group groupA (groupPerms gives DENY)"),
+    (RequestCode.SEND_MESSAGE_V2, {"b": "%RETRY%groupC", "a": "CLIENT_INNER_PRODUCER"}, b"x", None),
+    (RequestCode.SEND_MESSAGE, {"topic": "%RETRY%groupA", "producerGroup": "pg"}, b"x",
+     "no SUB permission on group groupA (groupPerms gives DENY)"),
+    (RequestCode.SEND_MESSAGE_V2, {"b": "%RETRY%other", "a": "pg"}, b"x", None),  # defaultGroupPerm SUB
     (RequestCode.GET_MAX_OFFSET, {"topic": "topicA", "queueId": "0"}, b"", None),  # no resource: any valid account
     (RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "topicA"}, b"", None),
     (RequestCode.UPDATE_AND_CREATE_TOPIC, {"topic": "topicB"}, b"",

@@ -1,7 +1,10 @@
 """Request checks of RocketMQ's plain ACL (``PlainAccessValidator`` + ``PlainPermissionManager``).
 
 `required_permissions` says which resources a request needs (by request code, as
-``PlainAccessValidator.parse``); `PlainAclValidator.validate` runs RocketMQ's order of checks:
+``PlainAccessValidator.parse``, with the send-back rules of 4.9.4+: CONSUMER_SEND_MSG_BACK needs SUB on
+the group only, and a send to ``%RETRY%<group>`` SUB on that group, apache/rocketmq#4457 and #7917;
+4.9.3 also wanted PUB on the original topic, so SUB-only consumers could not return messages).
+`PlainAclValidator.validate` runs RocketMQ's order of checks:
 
 1. the client address matches ``globalWhiteRemoteAddresses``: allowed;
 2. no ``AccessKey``, or one the file does not define: refused;
@@ -78,6 +81,8 @@ def _code_text(code: int) -> str:
 def required_permissions(request: RemotingCommand) -> dict[str, Permission]:
     """Resource -> permission a request needs (groups as ``%RETRY%<group>``); empty for codes without one.
 
+    As RocketMQ, QUERY_CONSUMER_OFFSET and LOCK/UNLOCK_BATCH_MQ need no resource (any valid account);
+    SEND_BATCH_MESSAGE is checked as SEND_MESSAGE_V2 (4.9's parse skips it, 5.x checks it).
     Raises `AclDeniedError` when the body a decision depends on (HEART_BEAT) cannot be read.
     """
     fields = request.ext_fields
@@ -90,13 +95,18 @@ def required_permissions(request: RemotingCommand) -> dict[str, Permission]:
     def group(name: str | None) -> str | None:
         return retry_topic(name) if name else None
 
+    def send_to(topic: str | None) -> None:
+        # a send to %RETRY%<group> is a consumer returning a message (the fallback when
+        # CONSUMER_SEND_MSG_BACK fails): the retry topic is the group's resource, checked as SUB
+        if topic:
+            need(topic, Permission.SUB if is_group_resource(topic) else Permission.PUB)
+
     code = request.code
     if code == RequestCode.SEND_MESSAGE:
-        need(fields.get("topic"), Permission.PUB)
+        send_to(fields.get("topic"))
     elif code in (RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-        need(fields.get("b"), Permission.PUB)
+        send_to(fields.get("b"))
     elif code == RequestCode.CONSUMER_SEND_MSG_BACK:
-        need(fields.get("originTopic"), Permission.PUB)
         need(group(fields.get("group")), Permission.SUB)
     elif code == RequestCode.PULL_MESSAGE:
         need(fields.get("topic"), Permission.SUB)
@@ -115,7 +125,7 @@ def required_permissions(request: RemotingCommand) -> dict[str, Permission]:
                 need(subscription.topic, Permission.SUB)
     elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
         need(group(fields.get("consumerGroup")), Permission.SUB)
-    elif code in (RequestCode.UPDATE_CONSUMER_OFFSET, RequestCode.QUERY_CONSUMER_OFFSET):
+    elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
         need(group(fields.get("consumerGroup")), Permission.SUB)
         need(fields.get("topic"), Permission.SUB)
     return needs

@@ -1,9 +1,10 @@
 """``rocketflow admin``: an operator CLI (like RocketMQ's mqadmin) for any RocketMQ 4.x name server.
 
 Every command takes ``-n/--namesrv`` (default: ``$ROCKETFLOW_NAMESRV`` or 127.0.0.1:9876), ``--json``
-for machine output (one JSON document; one per line for ``--watch`` and ``message tail``) and
-``--timeout``. A refused request exits 1 with the server's code and remark on stderr, as does an
-unreachable server; bad arguments exit 2.
+for machine output (one JSON document; one per line for ``--watch`` and ``message tail``),
+``--timeout``, the ACL keys ``--access-key`` / ``--secret-key`` and TLS (``--tls``, ``--tls-ca``), each
+with an environment variable. A refused request exits 1 with the server's code and remark on stderr,
+as does an unreachable server; bad arguments exit 2.
 """
 
 from __future__ import annotations
@@ -44,6 +45,11 @@ from rocketflow.protocol.names import perm_to_string
 
 #: The environment variable naming the default name server(s).
 NAMESRV_ENV: Final = "ROCKETFLOW_NAMESRV"
+#: Environment variables of the connection options (ACL keys, TLS).
+ACCESS_KEY_ENV: Final = "ROCKETFLOW_ACCESS_KEY"
+SECRET_KEY_ENV: Final = "ROCKETFLOW_SECRET_KEY"
+TLS_ENV: Final = "ROCKETFLOW_TLS"
+TLS_CA_ENV: Final = "ROCKETFLOW_TLS_CA"
 DEFAULT_NAMESRV: Final = "127.0.0.1:9876"
 #: Body characters shown in message tables.
 BODY_PREVIEW: Final = 60
@@ -51,8 +57,47 @@ BODY_PREVIEW: Final = 60
 _F = TypeVar("_F", bound=Callable[..., Any])
 
 
+_SETTINGS_META_KEY: Final = "rocketflow.admin.client_settings"
+
+
+def _remember(setting: str) -> Callable[[click.Context, click.Parameter, Any], None]:
+    """A callback keeping an option's value as the `ClientConfig` field ``setting`` (read by `_session`)."""
+
+    def callback(ctx: click.Context, param: click.Parameter, value: Any) -> None:
+        if value is not None:
+            ctx.meta.setdefault(_SETTINGS_META_KEY, {})[setting] = value
+
+    return callback
+
+
+def _client_settings() -> dict[str, Any]:
+    """`ClientConfig` fields from the connection options; usage errors for incomplete ones."""
+    ctx = click.get_current_context(silent=True)
+    given: dict[str, Any] = dict(ctx.meta.get(_SETTINGS_META_KEY, {})) if ctx is not None else {}
+    if ("access_key" in given) != ("secret_key" in given):
+        raise click.UsageError(f"--access-key and --secret-key (${ACCESS_KEY_ENV} / ${SECRET_KEY_ENV}) "
+                               "must be given together")
+    if given.pop("use_tls", False) or "tls_ca" in given:
+        given["use_tls"] = True
+    return given
+
+
 def _common_options(func: _F) -> _F:
-    """``-n/--namesrv``, ``--json`` and ``--timeout``, on every command."""
+    """``-n/--namesrv``, ``--json``, ``--timeout`` and the connection options, on every command."""
+    # the connection options go to `_session` through the context, not into every command's signature
+    func = click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), envvar=TLS_CA_ENV,
+                        show_envvar=True, expose_value=False, callback=_remember("tls_ca"),
+                        help="PEM file of the CAs the servers' certificates must chain to (implies --tls) "
+                             "[default: the system's CAs].")(func)
+    func = click.option("--tls", is_flag=True, default=None, envvar=TLS_ENV, show_envvar=True, expose_value=False,
+                        callback=_remember("use_tls"), help="Connect over TLS.")(func)
+    func = click.option("--secret-key", envvar=SECRET_KEY_ENV, show_envvar=True, expose_value=False,
+                        callback=_remember("secret_key"),
+                        help="ACL secret key (prefer the environment variable: arguments are visible to "
+                             "other users).")(func)
+    func = click.option("--access-key", envvar=ACCESS_KEY_ENV, show_envvar=True, expose_value=False,
+                        callback=_remember("access_key"),
+                        help="ACL access key: sign every request (brokers with aclEnable=true).")(func)
     func = click.option("--timeout", default=ADMIN_RPC_TIMEOUT, show_default=True, type=click.FloatRange(min=0.1),
                         help="Seconds each request may take.")(func)
     func = click.option("--json", "json_output", is_flag=True, help="Print JSON instead of tables.")(func)
@@ -71,9 +116,10 @@ def _cluster_options(func: _F) -> _F:
 
 @contextmanager
 def _session(namesrv: str, timeout: float) -> Iterator[Admin]:
-    """A started `Admin`; client errors become a clean exit 1 with their message."""
+    """A started `Admin` (with the connection options); client errors become a clean exit 1 with their message."""
+    settings = _client_settings()
     try:
-        with Admin(namesrv, timeout=timeout) as admin:
+        with Admin(namesrv, timeout=timeout, **settings) as admin:
             yield admin
     except MQConnectError as exc:
         raise click.ClickException(f"{exc} (is the server running? name server: {namesrv})") from None

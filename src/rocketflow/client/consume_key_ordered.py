@@ -19,6 +19,17 @@ Messages stay in the process queue until consumed, so the usual flow control (ca
 applies and the committed offset is always the smallest offset not consumed yet: a crash replays
 only unfinished work, and a key's replays come in order.
 
+Flow control counts a suspended (retrying) key's waiting messages too. A key that keeps failing while
+its messages keep arriving can fill its queue's cache (``pull_threshold_for_queue`` messages or
+``pull_threshold_size_for_queue`` MiB). Pulls of that queue then pause, and keys whose messages are
+not pulled yet wait until the key succeeds or its message is dead-lettered. That takes at most
+``max_reconsume_times`` suspensions of ``suspend_current_queue_time_millis``, or forever with
+``MAX_RECONSUME_TIMES_UNLIMITED``. This is deliberate: the cache bounds memory, as in orderly
+consumption, where a failing message stops its whole queue. Pulling past the backlog could not move
+the committed offset anyway, because it stays at the key's oldest unconsumed message. To bound the
+delay, keep the retries few and short, or raise the thresholds. The span limit of concurrent
+consumption (``consume_concurrently_max_span``) does not apply.
+
 Failures (SUSPEND_CURRENT_QUEUE_A_MOMENT, an exception or no status) suspend the message's key for
 ``suspend_current_queue_time_millis`` (the context's, else the consumer's; clamped to 10..30000 ms)
 and retry the message in place; other keys go on. A message that failed after

@@ -2,8 +2,10 @@
 
 * per-key order with 1,000 keys on 8 queues while two members join and leave (in one process), and
   the same with consumer processes, one of them killed with SIGKILL and replaced (nothing lost,
-  replays of a key in order, never two calls of one key at once);
-* a poison message on key A does not hold up key B of the same queue; A goes to the DLQ;
+  replays of a key in order, never two calls of one key at once, never two members on one queue
+  at once);
+* a poison message on key A does not hold up key B of the same queue; A goes to the DLQ and A's
+  next message follows it;
 * the committed offset never passes a message still being consumed;
 * ``async def`` listeners with a custom key function; bad arguments are refused.
 """
@@ -134,6 +136,31 @@ def check_key_order(calls: list[dict[str, Any]] | list[Call], keys: int, seqs: i
     return replays
 
 
+def check_queue_owners(calls: list[tuple[str, str, int, float, float]]) -> int:
+    """``(consumer, process queue, queue, start, end)`` per call: two consumers never ran calls of one queue
+    at overlapping times (keys of a queue run in parallel, but only inside its current owner). Returns the
+    number of handovers, i.e. the times a queue's calls move to another consumer."""
+    by_queue: dict[int, list[tuple[float, float, str, str]]] = defaultdict(list)
+    for consumer, pq, queue, start, end in calls:
+        by_queue[queue].append((start, end, consumer, pq))
+    handovers = 0
+    for queue, queue_calls in by_queue.items():
+        queue_calls.sort()
+        latest_end: dict[str, tuple[float, str]] = {}   # consumer -> (latest end so far, its process queue)
+        current: str | None = None
+        for start, end, consumer, pq in queue_calls:
+            for other, (other_end, other_pq) in latest_end.items():
+                assert other == consumer or other_end <= start, (
+                    "two consumers on one queue at once", queue, (other, other_pq, other_end),
+                    (consumer, pq, start, end))
+            if consumer != current:
+                handovers += current is not None
+                current = consumer
+            previous = latest_end.get(consumer)
+            latest_end[consumer] = (max(end, previous[0]) if previous else end, pq)
+    return handovers
+
+
 def max_parallel(intervals: list[tuple[float, float]]) -> int:
     events = sorted([(start, 1) for start, _ in intervals] + [(end, -1) for _, end in intervals])
     running = best = 0
@@ -187,6 +214,9 @@ def test_key_order_with_members_joining_and_leaving(cluster: DevCluster) -> None
     calls = log.snapshot()
     replays = check_key_order(calls, KEYS, seqs)
     assert replays < len(calls) // 4
+    handovers = check_queue_owners([(call.owner.split("/")[0], call.owner, call.queue, call.start, call.end)
+                                    for call in calls])
+    assert handovers >= QUEUES // 2, "queues moved between members"
     by_queue: dict[int, list[tuple[float, float]]] = defaultdict(list)
     for call in calls:
         by_queue[call.queue].append((call.start, call.end))
@@ -228,10 +258,14 @@ def test_killed_member_replaced_loses_nothing_and_keeps_key_order(cluster: DevCl
     calls = [{"owner": f"{record['pid']}/{record['pq']}", "key": record["keys"][0], "start": record["start"],
               "end": record["end"]} for record in records]
     replays = check_key_order(calls, KEYS, seqs)
+    # a killed member's queues move on only once their broker locks expire: never two processes at once
+    handovers = check_queue_owners([(str(record["pid"]), f"{record['pid']}/{record['pq']}", record["queue"],
+                                     record["start"], record["end"]) for record in records])
+    assert handovers >= 1, "the killed member's queues were taken over"
     assert sum(committed(cluster, group, topic, QUEUES)) == KEYS * seqs
     consumed_by = {record["pid"] for record in records}
     assert len(consumed_by) >= 2
-    print(f"kill: {len(records)} calls by {len(consumed_by)} processes, {replays} replayed")
+    print(f"kill: {len(records)} calls by {len(consumed_by)} processes, {replays} replayed, {handovers} handovers")
 
 
 def test_a_poison_key_does_not_delay_other_keys_of_its_queue(cluster: DevCluster) -> None:
@@ -240,16 +274,18 @@ def test_a_poison_key_does_not_delay_other_keys_of_its_queue(cluster: DevCluster
     retry_delay_ms = 2000
     poison_attempts: list[float] = []
     consumed_at: dict[str, float] = {}
+    consumed_wall: dict[str, float] = {}
     lock = threading.Lock()
 
     def listener(msgs: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
         assert isinstance(context, ConsumeKeyOrderedContext)
         now = time.monotonic()
         with lock:
-            if context.key == "A":
+            if msgs[0].keys == "A-0":
                 poison_attempts.append(now)
                 raise RuntimeError("poison")
             consumed_at[msgs[0].keys or ""] = now
+            consumed_wall[msgs[0].keys or ""] = time.time()
         return SUCCESS
 
     consumer = new_consumer(cluster, group, "ko-poison", consume_from=FIRST, max_reconsume_times=1,
@@ -263,14 +299,20 @@ def test_a_poison_key_does_not_delay_other_keys_of_its_queue(cluster: DevCluster
         for index in range(5):
             sent_at[f"B-{index}"] = time.monotonic()
             producer.send(Message(topic, b"fine", keys=f"B-{index}"), sharding_key="B")
-        wait_until(lambda: len(consumed_at) == 5, timeout=10)
+        producer.send(Message(topic, b"fine", keys="A-1"), sharding_key="A")     # behind the poison message
+        wait_until(lambda: all(key in consumed_at for key in sent_at), timeout=10)
         latencies = [consumed_at[key] - sent_at[key] for key in sent_at]
         # max_reconsume_times=1: a first attempt, one retry after the suspend time, then the DLQ
         wait_until(lambda: len(poison_attempts) == 2, timeout=15)
-        wait_until(lambda: committed(cluster, group, topic, 1) == [6], timeout=15)
+        # then key A goes on with A-1
+        wait_until(lambda: "A-1" in consumed_at, timeout=10)
+        wait_until(lambda: committed(cluster, group, topic, 1) == [7], timeout=15)
     retry_gap = poison_attempts[1] - poison_attempts[0]
     assert retry_gap >= retry_delay_ms / 1000 * 0.9
     assert max(latencies) < retry_gap / 4, (latencies, retry_gap)
+    # A-1 waited for A-0 to be settled (its last attempt is followed by the dead-letter send)
+    assert consumed_at["A-1"] > poison_attempts[-1], (consumed_at["A-1"], poison_attempts)
+    assert len(poison_attempts) == 2
     with admin(cluster) as instance:
         dlq = dlq_topic(group)
 
@@ -279,7 +321,10 @@ def test_a_poison_key_does_not_delay_other_keys_of_its_queue(cluster: DevCluster
             return pull_messages(instance, MessageQueue(dlq, cluster.broker_config.broker_name, 0))
 
         wait_until(lambda: len(dead_letters()) == 1, timeout=10, interval=0.3)
-        assert dead_letters()[0].keys == "A-0"
+        letter = dead_letters()[0]
+        assert letter.keys == "A-0"
+        # A-1 ran after A-0 reached the DLQ: the broker stored the letter before A-1's call began
+        assert letter.store_timestamp / 1000 <= consumed_wall["A-1"] + 0.05, (letter.store_timestamp, consumed_wall)
 
 
 def test_committed_offset_never_passes_a_message_in_flight(cluster: DevCluster) -> None:
