@@ -153,6 +153,7 @@ class BrokerConfig:
             raise BrokerConfigError("broker_name and cluster must not be empty")
         parse_delay_levels(self.message_delay_level)
         self.store.max_message_size = self.max_message_size
+        self.store.message_delay_level = self.message_delay_level
         if self.acl_reload_check_interval_ms < 0:
             raise BrokerConfigError(
                 f"acl_reload_check_interval_ms must be >= 0, got {self.acl_reload_check_interval_ms}")
@@ -281,7 +282,7 @@ _IGNORED: Final = frozenset({
     "fetchNamesrvAddrByAddressServer", "useEpollNativeSelector", "waitTimeMillsInSendQueue",
     "brokerFastFailureEnable", "osPageCacheBusyTimeOutMills", "useReentrantLockWhenPutMessage",
     "autoDeleteUnusedStats", "serverWorkerThreads", "serverSelectorThreads", "clientWorkerThreads",
-    "mappedFileSizeConsumeQueue", "warmMapedFileEnable", "enableDLegerCommitLog", "transferMsgByHeap",
+    "warmMapedFileEnable", "enableDLegerCommitLog", "transferMsgByHeap",
 })
 
 
@@ -356,6 +357,13 @@ def config_overrides_from_properties(text: str, source: str = "broker.conf") -> 
         if key == "listenPort":
             result["listen_port"] = _convert(value, int, where)
             continue
+        if key == "mappedFileSizeConsumeQueue":
+            # bytes in RocketMQ (rounded up to whole 20-byte units), units in the store
+            size = _convert(value, int, where)
+            if not isinstance(size, int) or size <= 0:
+                raise BrokerConfigError(f"{where}: must be a positive number of bytes, got {value!r}")
+            result["store.consume_queue_segment_units"] = -(-size // 20)
+            continue
         target, name = _ALIASES.get(key, ("", _snake_case(key)))
         if target in ("", "broker") and name in broker_types and name != "store":
             result[name] = _convert(value, broker_types[name], where)
@@ -394,6 +402,11 @@ def build_broker_config(overrides: Mapping[str, object] | None = None, *,
             raise BrokerConfigError(f"unknown store setting {name!r}")
     if "max_message_size" in broker_values and "max_message_size" in store_values:
         store_values.pop("max_message_size")
+    # one delay table (messageDelayLevel) for the broker and the store's deliver times; the broker's wins
+    if "message_delay_level" in broker_values:
+        store_values["message_delay_level"] = broker_values["message_delay_level"]
+    elif "message_delay_level" in store_values:
+        broker_values["message_delay_level"] = store_values["message_delay_level"]
     try:
         store = StoreConfig(**store_values)  # type: ignore[arg-type]
         return BrokerConfig(store=store, **broker_values)  # type: ignore[arg-type]

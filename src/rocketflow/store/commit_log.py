@@ -9,7 +9,7 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,7 +22,8 @@ from rocketflow.protocol.codec import (
 )
 from rocketflow.protocol.ids import HOST_SIZE_V6, offset_msg_id_from_packed, pack_host
 from rocketflow.protocol.message import MessageConst, MessageExt
-from rocketflow.protocol.properties import InvalidPropertyError, encode_properties_bytes
+from rocketflow.protocol.names import SCHEDULE_TOPIC
+from rocketflow.protocol.properties import InvalidPropertyError, decode_properties_bytes, encode_properties_bytes
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.protocol.tags import tags_code as compute_tags_code
 from rocketflow.store.config import StoreConfig
@@ -82,6 +83,31 @@ class PutMessageStatus(enum.Enum):
     @property
     def is_ok(self) -> bool:
         return self is PutMessageStatus.PUT_OK
+
+
+def schedule_tags_code(properties: Mapping[str, str], store_timestamp: int,
+                       delay_levels_ms: Sequence[int]) -> int | None:
+    """Tags code of a SCHEDULE_TOPIC_XXXX record: its deliver time, store time + the delay of its DELAY level.
+
+    The level is clamped to the highest one (as RocketMQ); None when the record has no usable level.
+    """
+    text = properties.get(MessageConst.DELAY_TIME_LEVEL)
+    if not text or not delay_levels_ms:
+        return None
+    try:
+        level = int(text)
+    except ValueError:
+        return None
+    if level <= 0:
+        return None
+    return store_timestamp + delay_levels_ms[min(level, len(delay_levels_ms)) - 1]
+
+
+def _decoded_properties(props: bytes) -> dict[str, str]:
+    try:
+        return decode_properties_bytes(props)
+    except InvalidPropertyError:
+        return {}
 
 
 @functools.lru_cache(maxsize=1024)
@@ -358,6 +384,7 @@ class CommitLog:
         packers: dict[tuple[struct.Struct, int, bytes, int], struct.Struct] = {}
         crc32 = zlib.crc32
         head_v4 = _HEAD_V4
+        delay_levels = self.config.delay_levels_ms
         try:
             for request in requests:
                 topic = request.topic
@@ -417,6 +444,11 @@ class CommitLog:
                 tags = request.tags_code
                 if tags is None:
                     tags = compute_tags_code(request.properties.get(MessageConst.TAGS))
+                if topic == SCHEDULE_TOPIC:
+                    # from the stored properties, exactly as recovery recomputes it
+                    deliver_at = schedule_tags_code(_decoded_properties(props), now, delay_levels)
+                    if deliver_at is not None:
+                        tags = deliver_at
                 if transaction in (_PREPARED, _ROLLBACK):
                     queue_offset = 0
                 else:
@@ -525,6 +557,8 @@ class CommitLog:
         key = (topic, queue_id)
         transaction = sys_flag & _TRANSACTION_MASK
         in_queue = transaction != _PREPARED and transaction != _ROLLBACK
+        schedule = topic == SCHEDULE_TOPIC
+        delay_levels = self.config.delay_levels_ms
         table = self.topic_queue_table
         first_queue_offset = table.get(key, 0) if in_queue else 0
         queue_offset = first_queue_offset
@@ -583,6 +617,10 @@ class CommitLog:
                 total += size
                 add_offset(phys)
                 if in_queue:
+                    if schedule:
+                        deliver_at = schedule_tags_code(_decoded_properties(props), now, delay_levels)
+                        if deliver_at is not None:
+                            tags = deliver_at
                     add_units((phys, size, tags))
                     queue_offset += 1
                 if uniq:
@@ -687,6 +725,7 @@ class CommitLog:
         if not files:
             return start_offset
         segment_size = self.segment_size
+        delay_levels = self.config.delay_levels_ms
         offset = max(start_offset, files[0].file_from_offset)
         for mapped in files:
             base = mapped.file_from_offset
@@ -705,7 +744,7 @@ class CommitLog:
                     break
                 if magic != MAGIC_CODE or total <= 0 or pos + total > segment_size:
                     return base + pos
-                request = self._check_record(mapped, pos, total, base + pos, verify_crc)
+                request = self._check_record(mapped, pos, total, base + pos, verify_crc, delay_levels)
                 if request is None:
                     return base + pos
                 if on_record is not None:
@@ -714,7 +753,8 @@ class CommitLog:
         return offset
 
     @staticmethod
-    def _check_record(mapped: MappedFile, pos: int, total: int, phys: int, verify_crc: bool) -> DispatchRequest | None:
+    def _check_record(mapped: MappedFile, pos: int, total: int, phys: int, verify_crc: bool,
+                      delay_levels: Sequence[int]) -> DispatchRequest | None:
         record = mapped.mm[pos : pos + total]
         try:
             msg, end = decode_record(record, 0, verify_crc=verify_crc, with_body=False)
@@ -725,9 +765,13 @@ class CommitLog:
             log.warning("commit log: record at %d claims offset %d", phys, msg.commit_log_offset)
             return None
         properties = msg.properties
+        tags = compute_tags_code(properties.get(MessageConst.TAGS))
+        if msg.topic == SCHEDULE_TOPIC:
+            deliver_at = schedule_tags_code(properties, msg.store_timestamp, delay_levels)
+            if deliver_at is not None:
+                tags = deliver_at
         return DispatchRequest(
-            msg.topic, msg.queue_id, msg.queue_offset, phys, total,
-            compute_tags_code(properties.get(MessageConst.TAGS)), msg.store_timestamp,
+            msg.topic, msg.queue_id, msg.queue_offset, phys, total, tags, msg.store_timestamp,
             properties.get(MessageConst.KEYS), properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
             msg.sys_flag,
         )

@@ -3,9 +3,15 @@
 from __future__ import annotations
 
 import enum
+import functools
 import os
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
+
+#: RocketMQ's `messageDelayLevel` default: the delays of levels 1..18
+DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+_DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 class FlushDiskType(enum.Enum):
@@ -19,6 +25,21 @@ class BrokerRole(enum.Enum):
     ASYNC_MASTER = "ASYNC_MASTER"
     SYNC_MASTER = "SYNC_MASTER"
     SLAVE = "SLAVE"
+
+
+@functools.lru_cache(maxsize=16)
+def parse_message_delay_level(text: str) -> tuple[int, ...]:
+    """``"1s 5s 1m 2h"`` -> delays in milliseconds, level 1 first; ValueError if malformed."""
+    levels: list[int] = []
+    for word in text.split():
+        match = re.fullmatch(r"(\d+)([smhd])", word)
+        if match is None:
+            raise ValueError(
+                f"message_delay_level: {word!r} is not a delay like '10s', '5m', '2h' or '1d' (in {text!r})")
+        levels.append(int(match.group(1)) * _DELAY_UNITS_MS[match.group(2)])
+    if not levels:
+        raise ValueError("message_delay_level: at least one delay level is needed")
+    return tuple(levels)
 
 
 def _default_root() -> Path:
@@ -93,6 +114,9 @@ class StoreConfig:
     release_flushed_pages: bool = True
     #: the store host written into records when a put does not name one
     store_host: tuple[str, int] = ("127.0.0.1", 10911)
+    #: delays of levels 1..N (`messageDelayLevel`); a SCHEDULE_TOPIC_XXXX record's tags code is its store
+    #: time plus the delay of its DELAY level
+    message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
 
     def __post_init__(self) -> None:
         self.store_root = Path(self.store_root)
@@ -102,6 +126,7 @@ class StoreConfig:
             raise ValueError(f"consume_queue_segment_units must be >= 1: {self.consume_queue_segment_units}")
         if self.max_hash_slot_num < 1 or self.max_index_num < 2:
             raise ValueError("index sizes must be positive (max_index_num >= 2)")
+        parse_message_delay_level(self.message_delay_level)
 
     # -- derived paths --------------------------------------------------------------------
     @property
@@ -135,6 +160,11 @@ class StoreConfig:
     @property
     def consume_queue_segment_size(self) -> int:
         return self.consume_queue_segment_units * 20
+
+    @property
+    def delay_levels_ms(self) -> tuple[int, ...]:
+        """The delay of each level in milliseconds, level 1 first."""
+        return parse_message_delay_level(self.message_delay_level)
 
     @property
     def is_sync_flush(self) -> bool:

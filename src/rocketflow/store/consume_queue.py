@@ -23,6 +23,29 @@ BLANK_UNIT_SIZE = 0x7FFFFFFF
 _BLANK_UNIT = UNIT.pack(0, BLANK_UNIT_SIZE, 0)
 
 
+_NONZERO = bytes([0] + [1] * 255)
+_SIGN_CLEAR = bytes([1] * 128 + [0] * 128)
+
+
+def first_invalid_unit(data: bytes) -> int:
+    """Index of the first unit of `data` (whole units) with a negative offset or a size <= 0; -1 if none.
+
+    Works on the columns of the unit array (every 20th byte) so a 6 MB file is checked at C speed.
+    """
+    count = len(data) // CQ_UNIT_SIZE
+    if count == 0:
+        return -1
+    if len(data) != count * CQ_UNIT_SIZE:
+        data = data[: count * CQ_UNIT_SIZE]
+    size_bits = 0
+    for column in range(8, 12):
+        size_bits |= int.from_bytes(data[column::CQ_UNIT_SIZE])
+    valid = (int.from_bytes(size_bits.to_bytes(count).translate(_NONZERO))
+             & int.from_bytes(data[8::CQ_UNIT_SIZE].translate(_SIGN_CLEAR))
+             & int.from_bytes(data[0::CQ_UNIT_SIZE].translate(_SIGN_CLEAR)))
+    return valid.to_bytes(count).find(0)
+
+
 class ConsumeQueue:
     """One topic/queue's index of commit-log positions, in logical-offset order."""
 
@@ -41,29 +64,52 @@ class ConsumeQueue:
     def load(self) -> None:
         self.files.load()
 
-    def recover(self) -> None:
-        """Find where the units end: files are full except the last, whose units are a prefix."""
+    def recover(self, *, check_units: bool = False) -> None:
+        """Find where the units end; files before the last are taken as full.
+
+        After a clean shutdown the last file's units are a prefix, found by binary search. After a crash
+        (`check_units`) pages may have reached the disk out of order, leaving zeroed units before written
+        ones: every unit of the last three files is checked in order, as RocketMQ does, and the queue is
+        cut at the first one that is not `offset >= 0 and size > 0` (recovery re-dispatches the rest).
+        """
         files = self.files.files
         if not files:
             return
         for mapped in files[:-1]:
             mapped.set_positions(self.file_size)
-        last = files[-1]
-        # binary search for the first empty unit (size 0) in the last file
-        low, high = 0, self.units_per_file
-        while low < high:
-            mid = (low + high) // 2
-            size = int.from_bytes(last.read_raw(mid * CQ_UNIT_SIZE + 8, 4), "big", signed=True)
-            if size != 0:
-                low = mid + 1
-            else:
-                high = mid
-        last.set_positions(low * CQ_UNIT_SIZE)
-        if low == 0 and len(files) > 1:
-            # an empty trailing file adds nothing; keep it (it is where the next unit goes)
-            pass
-        self.min_logic_offset = max(self.min_logic_offset, files[0].file_from_offset)
+        if check_units:
+            self._cut_at_first_invalid_unit(files)
+        else:
+            last = files[-1]
+            # binary search for the first empty unit (size 0) in the last file
+            low, high = 0, self.units_per_file
+            while low < high:
+                mid = (low + high) // 2
+                size = int.from_bytes(last.read_raw(mid * CQ_UNIT_SIZE + 8, 4), "big", signed=True)
+                if size != 0:
+                    low = mid + 1
+                else:
+                    high = mid
+            last.set_positions(low * CQ_UNIT_SIZE)
+        self.min_logic_offset = max(self.min_logic_offset, self.files.min_offset)
         self._refresh_max_physic_offset()
+
+    def _cut_at_first_invalid_unit(self, files: list[MappedFile]) -> None:
+        for index in range(max(0, len(files) - 3), len(files)):
+            mapped = files[index]
+            data = mapped.read_raw(0, self.file_size)
+            bad = first_invalid_unit(data)
+            if bad < 0:
+                continue
+            position = bad * CQ_UNIT_SIZE
+            if data[position:].strip(b"\0") or index < len(files) - 1:
+                log.warning("consume queue %s/%d: invalid unit at %d followed by data (lost pages?): "
+                            "cutting the queue there", self.topic, self.queue_id,
+                            (mapped.file_from_offset + position) // CQ_UNIT_SIZE)
+            # drops later files, zeroes this one's tail and sets its positions
+            self.files.truncate_dirty(mapped.file_from_offset + position)
+            return
+        files[-1].set_positions(self.file_size)
 
     def _refresh_max_physic_offset(self) -> None:
         max_offset = self.max_offset

@@ -23,7 +23,7 @@ from datetime import datetime
 from pathlib import Path
 
 from rocketflow.store.errors import StoreCorruptError
-from rocketflow.store.mapped_file import RESERVE_AHEAD_BYTES, reserve_disk_space
+from rocketflow.store.mapped_file import RESERVE_AHEAD_BYTES, drop_empty_last_files, reserve_disk_space
 
 log = logging.getLogger(__name__)
 
@@ -227,12 +227,16 @@ class IndexService:
         self.files: list[IndexFile] = []
         self.lock = threading.Lock()
         self._last_name_ms = 0
+        #: records starting at or below this commit-log offset are indexed already (`build` skips them)
+        self._indexed_end = -1
 
     def load(self) -> None:
         if not self.directory.is_dir():
             return
         paths = sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit())
+        drop_empty_last_files(paths)
         self.files = [IndexFile(p, self.slot_num, self.index_num) for p in paths]
+        self._indexed_end = self.end_phy_offset
 
     @property
     def end_phy_offset(self) -> int:
@@ -247,11 +251,15 @@ class IndexService:
         files = self.files
         return files[-1].end_timestamp if files else 0
 
-    def roll(self) -> None:
-        """Start a new file (after recovery cut records the last file indexes)."""
+    def recovered(self, end_offset: int) -> None:
+        """Recovery cut the commit log at `end_offset`: records from there on are new, whatever was indexed.
+
+        Entries pointing at or past the cut belong to records that are gone; new entries go to a fresh file.
+        """
         with self.lock:
-            if self.files and self.files[-1].entry_count > 0:
+            if self.end_phy_offset >= end_offset and self.files and self.files[-1].entry_count > 0:
                 self._new_file()
+            self._indexed_end = min(self._indexed_end, end_offset - 1)
 
     def _new_file(self) -> IndexFile:
         self.directory.mkdir(parents=True, exist_ok=True)
@@ -270,7 +278,7 @@ class IndexService:
         if not items:
             return
         with self.lock:
-            indexed_end = self.end_phy_offset
+            indexed_end = self._indexed_end
             if items[0][1] <= indexed_end:
                 items = [item for item in items if item[1] > indexed_end]
                 if not items:
@@ -280,6 +288,8 @@ class IndexService:
                 if last is None or last.is_full:
                     last = self._new_file()
                 done = last.put_keys(items)
+                if done:
+                    self._indexed_end = items[done - 1][1]
                 items = items[done:]
 
     def query(self, keys: Iterable[bytes], max_num: int, begin: int, end: int) -> list[int]:
@@ -318,5 +328,6 @@ class IndexService:
     def destroy(self) -> None:
         with self.lock:
             files, self.files = self.files, []
+            self._indexed_end = -1
         for index_file in files:
             index_file.destroy()

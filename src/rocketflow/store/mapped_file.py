@@ -44,6 +44,18 @@ def segment_name(start_offset: int) -> str:
     return f"{start_offset:020d}"
 
 
+def drop_empty_last_files(paths: list[Path]) -> None:
+    """Delete zero-length files at the end of sorted `paths` (and remove them from it).
+
+    A crash between creating a file and sizing it leaves one; it never held data.
+    """
+    while paths and paths[-1].stat().st_size == 0:
+        path = paths.pop()
+        log.warning("%s: empty last file (left by a crash while it was created): deleting it", path)
+        with contextlib.suppress(FileNotFoundError):
+            path.unlink()
+
+
 def parse_segment_name(name: str) -> int:
     if len(name) != 20 or not name.isdigit():
         raise StoreCorruptError(f"not a segment file name: {name!r}")
@@ -239,11 +251,10 @@ class MappedFileQueue:
         """Open the existing segments (sorted by start offset); positions are set by recovery."""
         if not self.directory.is_dir():
             return
-        paths = sorted(p for p in self.directory.iterdir() if p.is_file() and len(p.name) == 20)
+        paths = sorted(p for p in self.directory.iterdir() if p.is_file() and len(p.name) == 20 and p.name.isdigit())
+        drop_empty_last_files(paths)
         files: list[MappedFile] = []
         for path in paths:
-            if not path.name.isdigit():
-                continue
             if path.stat().st_size != self.file_size:
                 raise StoreCorruptError(f"{path}: size {path.stat().st_size}, expected {self.file_size}")
             mapped = MappedFile(path, self.file_size)

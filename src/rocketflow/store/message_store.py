@@ -244,7 +244,7 @@ class MessageStore:
         config = self.config
         commit_log = self.commit_log
         for queue in self.consume_queues:
-            queue.recover()
+            queue.recover(check_units=not self.last_exit_ok)
         files = commit_log.files.files
         if not files:
             end = 0
@@ -273,9 +273,7 @@ class MessageStore:
         commit_log.set_max_offset(end)
         for queue in self.consume_queues:
             queue.truncate_dirty(end)
-        if self.index.end_phy_offset >= end:
-            # the newest index entries point at records that were cut: start a fresh file
-            self.index.roll()
+        self.index.recovered(end)
         # rebuild consume queues that lag the commit log (e.g. consumequeue/ was deleted)
         dispatch_from = max((q.max_physic_offset for q in self.consume_queues), default=0)
         dispatch_from = max(dispatch_from, commit_log.min_offset)
