@@ -270,6 +270,102 @@ def test_unsubscribed_topics_are_dropped() -> None:
     assert rebalance.process_queue_table == {} and all(pq.dropped for pq in queues.values())
 
 
+def test_a_queue_whose_offset_cannot_be_read_waits_for_the_next_round() -> None:
+    """-2 from the store (a broker error other than QUERY_NOT_FOUND): no process queue, no pull request,
+    and above all no start from the max offset; the next rebalance takes the queue."""
+    rebalance, consumer = make()
+    created: list[ProcessQueue] = []
+
+    def factory() -> ProcessQueue:
+        created.append(consumer.new_process_queue())
+        return created[-1]
+
+    rebalance.process_queue_factory = factory
+    consumer.offset_store.stored = {mq: 10 for mq in QUEUES}
+    consumer.offset_store.stored[QUEUES[3]] = -2
+    asyncio.run(rebalance.do_rebalance(False))
+    assert QUEUES[3] not in rebalance.process_queue_table and len(created) == 7
+    assert [request.message_queue for request, _ in consumer.pull_service.dispatched] == QUEUES[:3] + QUEUES[4:]
+    consumer.offset_store.stored[QUEUES[3]] = 12
+    asyncio.run(rebalance.do_rebalance(False))
+    assert rebalance.process_queue_table[QUEUES[3]] is created[-1] and len(created) == 8
+    request, _ = consumer.pull_service.dispatched[-1]
+    assert (request.message_queue, request.next_offset) == (QUEUES[3], 12)
+
+
+def test_remove_process_queue_leaves_a_newer_process_queue_alone() -> None:
+    rebalance, consumer = make()
+    asyncio.run(rebalance.do_rebalance(False))
+    mq = QUEUES[0]
+    old = rebalance.process_queue_table[mq]
+    old.dropped = True
+    fresh = consumer.new_process_queue()
+    rebalance.process_queue_table[mq] = fresh
+    store = consumer.offset_store
+    persisted = len(store.persisted)
+    assert asyncio.run(rebalance.remove_process_queue(mq, old)) is False
+    assert rebalance.process_queue_table[mq] is fresh and not fresh.dropped and len(store.persisted) == persisted
+    assert asyncio.run(rebalance.remove_process_queue(mq, fresh)) is True
+    assert mq not in rebalance.process_queue_table and fresh.dropped and store.persisted[-1] == mq
+
+
+def test_a_dropped_process_queue_of_a_queue_assigned_back_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Its removal found the consume lock busy; when the queue comes back it must not idle until it is
+    pull-expired: once its listener call is over, a fresh process queue starts (the broker lock is kept)."""
+    monkeypatch.setattr("rocketflow.client.rebalance.CONSUME_LOCK_TRY_TIMEOUT", 0.05)
+    rebalance, consumer = make(orderly=True)
+    mq = QUEUES[7]
+    consumer.offset_store.stored[mq] = 30
+    api = consumer.instance.api
+    held = threading.Event()
+    release = threading.Event()
+
+    async def scenario() -> None:
+        await rebalance.do_rebalance(True)
+        busy = rebalance.process_queue_table[mq]
+
+        def consume() -> None:
+            with busy.consume_lock:
+                held.set()
+                release.wait(5)
+
+        worker = threading.Thread(target=consume)
+        worker.start()
+        assert held.wait(5)
+        consumer.instance.consumer_ids = ["me", "other"]
+        await rebalance.do_rebalance(True)
+        assert rebalance.process_queue_table[mq] is busy and busy.dropped
+        consumer.instance.consumer_ids = ["me"]
+        await rebalance.do_rebalance(True)               # still consuming: not replaced yet
+        assert rebalance.process_queue_table[mq] is busy
+        release.set()
+        await asyncio.to_thread(worker.join)
+        dispatched = len(consumer.pull_service.dispatched)
+        await rebalance.do_rebalance(True)
+        fresh = rebalance.process_queue_table[mq]
+        assert fresh is not busy and not fresh.dropped and fresh.locked
+        assert [(request.message_queue, request.process_queue, request.next_offset)
+                for request, _ in consumer.pull_service.dispatched[dispatched:]] == [(mq, fresh, 30)]
+        assert all(mq not in unlocked for unlocked, _ in api.unlocks)
+
+    asyncio.run(scenario())
+
+
+def test_a_queue_dropped_for_an_illegal_offset_is_left_to_its_fix_up() -> None:
+    """Replacing it would restart the queue from the illegal offset before the fix-up stored the corrected one."""
+    rebalance, consumer = make()
+    asyncio.run(rebalance.do_rebalance(False))
+    dropped = rebalance.process_queue_table[QUEUES[1]]
+    dropped.dropped = True                               # as OFFSET_ILLEGAL leaves it until its fix-up
+    asyncio.run(rebalance.do_rebalance(False))
+    assert rebalance.process_queue_table[QUEUES[1]] is dropped and len(consumer.pull_service.dispatched) == 8
+    assert asyncio.run(rebalance.remove_process_queue(QUEUES[1], dropped))     # the fix-up, 10 s later
+    consumer.offset_store.stored[QUEUES[1]] = 5
+    asyncio.run(rebalance.do_rebalance(False))
+    request, _ = consumer.pull_service.dispatched[-1]
+    assert request.process_queue is rebalance.process_queue_table[QUEUES[1]] and request.next_offset == 5
+
+
 @pytest.mark.parametrize(("where", "topic", "stored", "expected"), [
     (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, TOPIC, 7, 7),
     (ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET, TOPIC, -1, 100),

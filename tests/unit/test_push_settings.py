@@ -7,10 +7,11 @@ from datetime import datetime
 
 import pytest
 
-from rocketflow import PushConsumer
+from rocketflow import PullConsumer, PushConsumer
 from rocketflow.client import (
     MAX_RECONSUME_TIMES_UNLIMITED,
     AllocateMessageQueueAveragelyByCircle,
+    ClientConfig,
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     MessageModel,
@@ -61,6 +62,23 @@ def test_settings_reach_their_owners() -> None:
     data = consumer.consumer_data()
     assert data.consume_type is ConsumeType.CONSUME_PASSIVELY and data.message_model is MessageModel.BROADCASTING
     assert data.group_name == "cg" and data.subscription_data_set == []
+
+
+def test_pull_exception_delay_defaults_per_consumer() -> None:
+    """3000 ms for push consumers (CONSUMER.md section 4), ClientConfig's 1000 ms for pull consumers;
+    a value set explicitly, even 1000, wins."""
+    assert ClientConfig().pull_time_delay_mills_when_exception == 1000
+    assert PushConsumer("cg", namesrv=NAMESRV).client_config.pull_time_delay_mills_when_exception == 3000
+    assert PushConsumer("cg", client_config=ClientConfig(namesrv_addr=NAMESRV)) \
+        .client_config.pull_time_delay_mills_when_exception == 3000
+    assert PullConsumer("cg", namesrv=NAMESRV).client_config.pull_time_delay_mills_when_exception == 1000
+    explicit = PushConsumer("cg", namesrv=NAMESRV, pull_time_delay_mills_when_exception=1000)
+    assert explicit.client_config.pull_time_delay_mills_when_exception == 1000
+    from_config = PushConsumer("cg", client_config=ClientConfig(namesrv_addr=NAMESRV,
+                                                                pull_time_delay_mills_when_exception=1000))
+    assert from_config.client_config.pull_time_delay_mills_when_exception == 1000
+    assert PushConsumer("cg", namesrv=NAMESRV, pull_time_delay_mills_when_exception=250) \
+        .client_config.pull_time_delay_mills_when_exception == 250
 
 
 @pytest.mark.parametrize(("kwargs", "message"), [

@@ -30,6 +30,13 @@ NAMESRV_ADDR_ENV: Final = "NAMESRV_ADDR"
 CLIENT_NAME_ENV: Final = "ROCKETMQ_CLIENT_NAME"
 
 
+class _UnsetMillis(int):
+    """A default that was not chosen: it behaves as its int value, but consumers whose RocketMQ
+    counterpart has a different default can tell it from an explicit setting."""
+
+    __slots__ = ()
+
+
 @dataclass(slots=True)
 class ClientConfig:
     """Settings of a client instance (RocketMQ's ``ClientConfig``)."""
@@ -55,7 +62,8 @@ class ClientConfig:
     #: Timeout of the client's own RPCs (routes, heartbeats, consumer lists): ``mqClientApiTimeout``.
     mq_client_api_timeout: float = 3.0
     #: Delay before a failed pull is retried, in milliseconds (``pullTimeDelayMillsWhenException``).
-    pull_time_delay_mills_when_exception: int = 1000
+    #: Left unset, the push consumer uses 3000 instead (RocketMQ's ``DefaultMQPushConsumerImpl``).
+    pull_time_delay_mills_when_exception: int = _UnsetMillis(1000)
     #: Send to the broker's VIP port (listen port - 2), as ``vipChannelEnabled``.
     vip_channel_enabled: bool = False
     language: LanguageCode = LanguageCode.PYTHON
@@ -138,6 +146,10 @@ class ClientConfig:
                 settings.build_context()
             except TlsConfigError as exc:
                 raise MQClientError(f"unusable TLS settings: {exc}") from None
+
+    def pull_time_delay_is_default(self) -> bool:
+        """Whether `pull_time_delay_mills_when_exception` was left at its default (not chosen, even as 1000)."""
+        return type(self.pull_time_delay_mills_when_exception) is _UnsetMillis
 
     def tls_settings(self) -> TlsClientSettings | None:
         """The TLS settings of this client's connections (None when `use_tls` is off)."""

@@ -8,9 +8,12 @@ Memory operations (`update_offset`, `remove_offset`, `clone_offset_table`) are s
 thread-safe (consume threads call them); operations that may do I/O are coroutines meant for the
 client instance's loop.
 
-`read_offset` returns an offset >= 0, ``-1`` when there is none (in memory for READ_FROM_MEMORY;
-the broker said QUERY_NOT_FOUND or another error code for READ_FROM_STORE), or ``-2`` when the broker
-could not be asked (no address, transport failure) - the rebalance then skips the queue this round.
+`read_offset` returns an offset >= 0, ``-1`` when the group has none (nothing in memory for
+READ_FROM_MEMORY; the broker answered QUERY_NOT_FOUND for READ_FROM_STORE), or ``-2`` when the
+broker could not tell (no address, transport failure, timeout, any other error code such as
+SYSTEM_BUSY or NO_PERMISSION) - the rebalance then skips the queue this round. RocketMQ 4.9.3 maps
+every error code to -1, so a transient broker error made a new queue start from its last offset
+and skip messages; later versions map only QUERY_NOT_FOUND (``OffsetNotFoundException``) to -1, as here.
 """
 
 from __future__ import annotations
@@ -23,11 +26,12 @@ from enum import Enum
 from pathlib import Path
 from typing import Final, Protocol, runtime_checkable
 
-from rocketflow.client.errors import MQBrokerError, MQClientError, MQError
+from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.instance import ClientInstance
 from rocketflow.client.route import MASTER_ID
 from rocketflow.protocol.bodies import OffsetSerializeWrapper
 from rocketflow.protocol.message import MessageQueue
+from rocketflow.remoting.codes import ResponseCode
 from rocketflow.remoting.errors import ProtocolError
 
 logger = logging.getLogger("rocketflow.client.offset_store")
@@ -57,7 +61,7 @@ class OffsetStore(Protocol):
         """Set the in-memory offset (with ``increase_only`` it never moves backwards)."""
 
     async def read_offset(self, mq: MessageQueue, read_type: ReadOffsetType) -> int:
-        """The offset, -1 if there is none, -2 if the store could not be asked."""
+        """The offset, -1 if the group has none, -2 if the store could not tell (retry later)."""
         ...
 
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
@@ -148,10 +152,10 @@ class RemoteBrokerOffsetStore(_MemoryTable):
                 return -1
         try:
             offset = await self.fetch_consume_offset_from_broker(mq)
-        except MQBrokerError as exc:
-            logger.debug("%s: no committed offset for %s: %s", self.group, mq, exc)
-            return -1
-        except MQError as exc:
+        except (MQError, TimeoutError) as exc:
+            if getattr(exc, "code", None) == ResponseCode.QUERY_NOT_FOUND:
+                logger.debug("%s: no committed offset for %s: %s", self.group, mq, exc)
+                return -1
             logger.warning("%s: reading the offset of %s failed: %s", self.group, mq, exc)
             return -2
         self.update_offset(mq, offset, False)
@@ -167,7 +171,8 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         return found.broker_addr
 
     async def fetch_consume_offset_from_broker(self, mq: MessageQueue) -> int:
-        """QUERY_CONSUMER_OFFSET of ``mq`` on its master (QUERY_NOT_FOUND raises `MQBrokerError`)."""
+        """QUERY_CONSUMER_OFFSET of ``mq`` on its master (an error code, QUERY_NOT_FOUND included, raises
+        `MQBrokerError`)."""
         addr = await self._broker_addr(mq)
         return await self.instance.api.query_consumer_offset(addr, self.group, mq, OFFSET_RPC_TIMEOUT)
 

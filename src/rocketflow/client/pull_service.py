@@ -38,6 +38,9 @@ if TYPE_CHECKING:
 
 logger = logging.getLogger("rocketflow.client.pull")
 
+#: The push consumer's default re-pull delay after an error, when the client config leaves it unset
+#: (``DefaultMQPushConsumerImpl.pullTimeDelayMillsWhenException``; ClientConfig's own default is 1000).
+PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION: Final = 3000
 #: Re-pull delay under flow control (``PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL``).
 PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL: Final = 50
 #: Re-pull delay while the consumer is suspended (``PULL_TIME_DELAY_MILLS_WHEN_SUSPEND``).
@@ -359,10 +362,15 @@ class PullMessageService:
     async def _fix_illegal_offset(self, request: PullRequest) -> None:
         consumer = self.consumer
         mq = request.message_queue
+        if consumer.rebalance.process_queue_table.get(mq) is not request.process_queue:
+            # Removed meanwhile (rebalance, offset reset), perhaps restarted already: the queue's offset
+            # is no longer this process queue's to fix.
+            logger.info("%s: %s was removed meanwhile; its OFFSET_ILLEGAL fix-up is skipped", consumer.group, mq)
+            return
         try:
             consumer.offset_store.update_offset(mq, request.next_offset, False)
             await consumer.offset_store.persist(mq)
-            await consumer.rebalance.remove_process_queue(mq)
+            await consumer.rebalance.remove_process_queue(mq, request.process_queue)
             logger.warning("%s: fixed the offset of %s to %d", consumer.group, mq, request.next_offset)
         except asyncio.CancelledError:
             raise
@@ -374,6 +382,7 @@ __all__ = [
     "BROKER_SUSPEND_MAX_TIME_MILLIS",
     "CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND",
     "OFFSET_ILLEGAL_FIX_DELAY_MILLS",
+    "PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION",
     "PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL",
     "PULL_TIME_DELAY_MILLS_WHEN_SUSPEND",
     "PullAPIWrapper",

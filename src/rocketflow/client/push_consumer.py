@@ -70,7 +70,7 @@ from rocketflow.client.hooks import ConsumeHooks
 from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
 from rocketflow.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from rocketflow.client.process_queue import ProcessQueue
-from rocketflow.client.pull_service import PullMessageService
+from rocketflow.client.pull_service import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION, PullMessageService
 from rocketflow.client.rebalance import CONSUME_TIMESTAMP_FORMAT, RebalancePushImpl, parse_consume_timestamp
 from rocketflow.client.stats import ConsumerStats
 from rocketflow.protocol.bodies import (
@@ -259,6 +259,8 @@ class PushConsumer:
         try:
             config = client_config.copy(**client_settings) if client_config is not None \
                 else ClientConfig(**client_settings)
+            if config.pull_time_delay_is_default():
+                config = config.copy(pull_time_delay_mills_when_exception=PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
             self.settings = PushConsumerSettings(
                 **{name: value for name, value in settings.items() if name in PUSH_CONSUMER_SETTING_FIELDS})
         except TypeError as exc:

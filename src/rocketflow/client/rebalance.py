@@ -20,13 +20,22 @@ Deviations from RocketMQ 4.9.3, each on purpose:
   done (so a rebalance does not cause SUBSCRIPTION_NOT_LATEST retries);
 * a delayed unlock of a queue that meanwhile came back to this consumer is cancelled (4.9.3 would
   release the broker lock of a queue it consumes again);
-* a subscribed topic with no known queues triggers a route lookup first.
+* a subscribed topic with no known queues triggers a route lookup first;
+* a dropped process queue left in the table because its removal found the consume lock busy is
+  replaced by a fresh one when its queue is assigned to this consumer again (4.9.3 leaves it idle
+  until it is pull-expired, 120 s);
+* the OFFSET_ILLEGAL fix-up only applies while the table still holds the process queue that saw
+  the illegal offset (4.9.3 also removes, and overwrites the offset of, one created meanwhile);
+* a broker error other than QUERY_NOT_FOUND while reading a new queue's committed offset skips
+  the queue this round (4.9.3 takes it for "no offset" and may start from the last offset,
+  skipping messages; see `rocketflow.client.offset_store`).
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from datetime import datetime
@@ -93,6 +102,8 @@ class RebalanceImpl(ABC):
         #: topic -> subscription (the retry topic included in clustering).
         self.subscription_inner: dict[str, SubscriptionData] = {}
         self._rebalance_lock: asyncio.Lock | None = None
+        #: Dropped process queues left in the table because their removal failed (consume lock busy).
+        self._unremoved: weakref.WeakSet[ProcessQueue] = weakref.WeakSet()
         #: rebalance rounds run so far (exported as a metric)
         self.rebalance_count = 0
 
@@ -221,8 +232,11 @@ class RebalanceImpl(ABC):
         """Reconcile the process queues of ``topic`` with ``mq_set``; True if anything changed.
 
         Queues no longer ours, and (push) queues not pulled for too long, are dropped and removed;
+        a process queue whose removal failed is forgotten, once no listener call runs on it, if its
+        queue is ours again;
         new ones (locked at the broker first when orderly clustering) get a process queue and a
-        pull request, appended to ``pull_requests`` when given, else dispatched at once.
+        pull request, appended to ``pull_requests`` when given, else dispatched at once. A queue whose
+        start offset is unknown (`compute_pull_from_where` < 0 or raising) waits for the next round.
         """
         changed = False
         table = self.process_queue_table
@@ -236,6 +250,17 @@ class RebalanceImpl(ABC):
                         del table[mq]
                     changed = True
                     logger.info("%s: rebalance removed %s", self.consumer_group, mq)
+                else:
+                    self._unremoved.add(pq)
+            elif pq in self._unremoved:
+                # Ours again, but dropped by a removal that found its consume lock busy. Nothing pulls
+                # a dropped queue: left here it would idle until it is pull-expired. Once its listener
+                # call is over, replace it below (keeping the broker lock, the queue being ours).
+                if await self._consume_idle(pq):
+                    if table.get(mq) is pq:
+                        del table[mq]
+                    changed = True
+                    logger.info("%s: %s is ours again; replacing its dropped process queue", self.consumer_group, mq)
             elif pq.is_pull_expired() and self.consume_type() is ConsumeType.CONSUME_PASSIVELY:
                 pq.dropped = True
                 if await self.remove_unnecessary_message_queue(mq, pq):
@@ -244,6 +269,8 @@ class RebalanceImpl(ABC):
                     changed = True
                     logger.error("%s: %s was not pulled for too long; removed so that it restarts",
                                  self.consumer_group, mq)
+                else:
+                    self._unremoved.add(pq)
         new_requests: list[PullRequest] = []
         lock_first = self.lock_required(is_order)
         for mq in sorted(mq_set):
@@ -253,7 +280,6 @@ class RebalanceImpl(ABC):
                 logger.warning("%s: cannot take %s yet: it is locked by another consumer", self.consumer_group, mq)
                 continue
             self.remove_dirty_offset(mq)
-            pq = self.process_queue_factory()
             try:
                 next_offset = await self.compute_pull_from_where(mq)
             except asyncio.CancelledError:
@@ -262,10 +288,11 @@ class RebalanceImpl(ABC):
                 logger.info("%s: cannot compute where %s starts: %s", self.consumer_group, mq, exc)
                 continue
             if next_offset < 0:
-                logger.warning("%s: cannot add %s: no start offset", self.consumer_group, mq)
+                logger.warning("%s: cannot add %s this round: its start offset is unknown", self.consumer_group, mq)
                 continue
             if mq in table:
                 continue
+            pq = self.process_queue_factory()
             if is_order:
                 pq.locked = True
                 pq.last_lock_timestamp = pq.now_ms()
@@ -291,13 +318,28 @@ class RebalanceImpl(ABC):
                 pq.dropped = True
                 logger.info("%s: %s is no longer subscribed, dropped", self.consumer_group, mq)
 
-    async def remove_process_queue(self, mq: MessageQueue) -> None:
-        """Drop and remove ``mq`` now (the OFFSET_ILLEGAL fix-up); the next rebalance re-adds it."""
-        pq = self.process_queue_table.pop(mq, None)
-        if pq is not None:
-            pq.dropped = True
-            await self.remove_unnecessary_message_queue(mq, pq)
-            logger.info("%s: removed %s to restart it from the corrected offset", self.consumer_group, mq)
+    async def remove_process_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
+        """Drop and remove ``mq`` now if the table still holds ``pq`` (the OFFSET_ILLEGAL fix-up; the
+        next rebalance re-adds it); a process queue created for ``mq`` meanwhile is left alone."""
+        if self.process_queue_table.get(mq) is not pq:
+            return False
+        del self.process_queue_table[mq]
+        pq.dropped = True
+        await self.remove_unnecessary_message_queue(mq, pq)
+        logger.info("%s: removed %s to restart it from the corrected offset", self.consumer_group, mq)
+        return True
+
+    @staticmethod
+    async def _consume_idle(pq: ProcessQueue) -> bool:
+        """Whether no listener call runs on ``pq`` (waits up to `CONSUME_LOCK_TRY_TIMEOUT` for its consume lock).
+
+        A dropped process queue's consume loop re-checks ``dropped`` under that lock before each call,
+        so once the lock was free no further call starts on it.
+        """
+        if not await pq.consume_lock.acquire_async(CONSUME_LOCK_TRY_TIMEOUT):
+            return False
+        pq.consume_lock.release()
+        return True
 
     def destroy(self) -> None:
         """Drop every process queue and forget them (shutdown; call on the loop, or once it stopped)."""

@@ -1,20 +1,23 @@
 """A push consumer process for the multi-process tests.
 
 Consumes one topic and appends one JSON line per listener call to ``--out``: pid, client id,
-queue, the process queue's identity (a new one each time this process takes the queue again),
-offsets, keys, reconsume times and the wall-clock start and end of the call. Prints ``READY`` once
+queue, a token of the process queue (a new one each time this process takes the queue again;
+never reused, unlike ``id()`` of a collected object), offsets, keys, reconsume times and the
+wall-clock start and end of the call. Prints ``READY`` once
 started; SIGTERM shuts the consumer down cleanly (then ``STOPPED``); SIGKILL is the crash test.
 """
 
 from __future__ import annotations
 
 import argparse
+import itertools
 import json
 import os
 import signal
 import sys
 import threading
 import time
+import weakref
 from typing import Any
 
 from rocketflow import PushConsumer
@@ -25,7 +28,27 @@ from rocketflow.client import (
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
 )
+from rocketflow.client.process_queue import ProcessQueue
 from rocketflow.protocol.message import MessageExt, MessageQueue
+
+
+class ProcessQueueTokens:
+    """A token per process queue object, given on first sight, unique for the life of the process."""
+
+    def __init__(self) -> None:
+        self._tokens: weakref.WeakKeyDictionary[ProcessQueue, int] = weakref.WeakKeyDictionary()
+        self._next = itertools.count(1)
+        self._lock = threading.Lock()
+
+    def token(self, pq: ProcessQueue | None) -> int:
+        """``pq``'s token; 0 for None."""
+        if pq is None:
+            return 0
+        with self._lock:
+            token = self._tokens.get(pq)
+            if token is None:
+                token = self._tokens[pq] = next(self._next)
+            return token
 
 
 def main() -> int:
@@ -47,13 +70,14 @@ def main() -> int:
     write_lock = threading.Lock()
     pid = os.getpid()
     pause = args.sleep_ms / 1000
+    tokens = ProcessQueueTokens()
 
     def record(msgs: list[MessageExt], mq: MessageQueue, start: float) -> None:
         end = time.time()
         pq = consumer.rebalance.process_queue_table.get(mq)
         line = json.dumps({
             "pid": pid, "client": consumer.client_id, "topic": mq.topic, "queue": mq.queue_id,
-            "pq": id(pq) if pq is not None else 0, "offsets": [msg.queue_offset for msg in msgs],
+            "pq": tokens.token(pq), "offsets": [msg.queue_offset for msg in msgs],
             "keys": [msg.keys for msg in msgs], "reconsume": [msg.reconsume_times for msg in msgs],
             "start": start, "end": end,
         })

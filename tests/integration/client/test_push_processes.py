@@ -5,7 +5,8 @@
   joins while a producer sends per-key sequences (1,000 keys, 8 queues). Every message is consumed,
   each queue's messages in order within each ownership period with no gap between periods, no queue
   is ever consumed by two processes at once (listener intervals), and re-consumed messages only
-  appear at the start of an ownership period.
+  appear at the start of an ownership period. Ownership periods are told apart by process-queue
+  tokens that are never reused (``id()`` of a collected process queue can come back).
 """
 
 from __future__ import annotations
@@ -25,10 +26,12 @@ from typing import Any
 
 import pytest
 from client_helpers import wait_until
+from push_consumer_proc import ProcessQueueTokens
 from push_helpers import admin, broker_offset, make_topic
 
 from rocketflow import Message, Producer
 from rocketflow.broker import DevCluster
+from rocketflow.client.process_queue import ProcessQueue
 from rocketflow.protocol.message import MessageQueue
 
 SCRIPT = Path(__file__).with_name("push_consumer_proc.py")
@@ -220,6 +223,24 @@ def test_orderly_consumers_under_churn(cluster: DevCluster, tmp_path: Path, proc
 
     records = read_records(*outputs)
     check_churn(records, total)
+
+
+def test_process_queue_tokens_are_never_reused() -> None:
+    tokens = ProcessQueueTokens()
+    assert tokens.token(None) == 0
+    kept = ProcessQueue()
+    seen = {tokens.token(kept)}
+    assert tokens.token(kept) in seen
+    ids: set[int] = set()
+    for _ in range(200):
+        pq = ProcessQueue()
+        ids.add(id(pq))
+        token = tokens.token(pq)
+        assert token not in seen and tokens.token(pq) == token
+        seen.add(token)
+        del pq
+    # CPython hands the memory of a collected object to the next one: ids repeat, tokens do not
+    assert len(seen) == 201 and len(ids) < 200
 
 
 def check_churn(records: list[dict[str, Any]], total: int) -> None:

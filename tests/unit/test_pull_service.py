@@ -1,0 +1,261 @@
+"""`PullMessageService.pull_message` against stand-ins for the consumer, the broker and the scheduler:
+the push consumer's exception delay (3 s), flow control by cached size, the orderly rules (not locked
+yet; the first pull after locking re-reads the committed offset once) and the OFFSET_ILLEGAL fix-up."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Coroutine
+from typing import Any
+
+import pytest
+
+from rocketflow import PushConsumer
+from rocketflow.client import AllocateMessageQueueAveragely, MessageModel, PushConsumerSettings
+from rocketflow.client.api import PullResult, PullStatus
+from rocketflow.client.errors import MQBrokerError, MQTimeoutError
+from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.pull_service import (
+    OFFSET_ILLEGAL_FIX_DELAY_MILLS,
+    PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION,
+    PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL,
+    PullMessageService,
+    PullRequest,
+)
+from rocketflow.client.rebalance import RebalancePushImpl
+from rocketflow.client.stats import ConsumerStats
+from rocketflow.protocol.bodies import SubscriptionData
+from rocketflow.protocol.message import MessageExt, MessageQueue
+from rocketflow.remoting.codes import ResponseCode
+
+TOPIC = "T"
+MQ = MessageQueue(TOPIC, "b", 0)
+MIB = 1024 * 1024
+#: The push consumer's default, as its constructor resolves it.
+EXCEPTION_DELAY = PushConsumer("cg", namesrv="127.0.0.1:9876").client_config.pull_time_delay_mills_when_exception
+
+
+class FakeStore:
+    def __init__(self) -> None:
+        self.updates: list[tuple[MessageQueue, int, bool]] = []
+        self.persisted: list[MessageQueue] = []
+        self.removed: list[MessageQueue] = []
+
+    async def read_offset(self, mq: MessageQueue, read_type: object) -> int:
+        return -1
+
+    def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:
+        self.updates.append((mq, offset, increase_only))
+
+    async def persist(self, mq: MessageQueue) -> None:
+        self.persisted.append(mq)
+
+    def remove_offset(self, mq: MessageQueue) -> None:
+        self.removed.append(mq)
+
+
+class FakeConsumer:
+    """The parts of `PushConsumer` the pull flow and the rebalance use."""
+
+    def __init__(self, *, orderly: bool) -> None:
+        self.group = "cg"
+        self.instance = object()
+        self.message_model = MessageModel.CLUSTERING
+        self.allocate_strategy = AllocateMessageQueueAveragely()
+        self.client_config = PushConsumer("cg", namesrv="127.0.0.1:9876").client_config
+        self.settings = PushConsumerSettings()
+        self.consume_orderly = orderly
+        self.is_running = True
+        self.paused = False
+        self.pull_threshold_for_queue = self.settings.pull_threshold_for_queue
+        self.pull_threshold_size_for_queue = self.settings.pull_threshold_size_for_queue
+        self.offset_store = FakeStore()
+        self.consumer_stats = ConsumerStats()
+        self.submitted: list[list[MessageExt]] = []
+        self.spawned: list[Coroutine[Any, Any, Any]] = []
+        self.rebalance = RebalancePushImpl(self)  # type: ignore[arg-type]
+        self.rebalance.put_subscription(SubscriptionData(TOPIC, "*", sub_version=1))
+        self.consume_service = self
+
+    def new_process_queue(self) -> ProcessQueue:
+        return ProcessQueue()
+
+    def submit_consume_request(self, msgs: list[MessageExt], pq: ProcessQueue, mq: MessageQueue,
+                               dispatch: bool) -> None:
+        self.submitted.append(msgs)
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
+        self.spawned.append(coro)
+
+
+class Harness:
+    """A pull service whose scheduling and broker calls are recorded instead of run."""
+
+    def __init__(self, *, orderly: bool = False) -> None:
+        self.consumer = FakeConsumer(orderly=orderly)
+        self.service = PullMessageService(self.consumer)  # type: ignore[arg-type]
+        self.later: list[tuple[PullRequest, int]] = []
+        self.immediately: list[PullRequest] = []
+        self.tasks: list[tuple[Callable[[], None], int]] = []
+        self.pulled_from: list[int] = []
+        self.result: Callable[[int], PullResult | BaseException] = \
+            lambda offset: PullResult(PullStatus.NO_NEW_MSG, offset, 0, offset)
+        self.start_offsets: list[int | BaseException] = []
+        self.computed = 0
+        service = self.service
+        service.execute_pull_request_later = self._later  # type: ignore[method-assign]
+        service.execute_pull_request_immediately = self._immediately  # type: ignore[method-assign]
+        service.execute_task_later = self._task_later  # type: ignore[method-assign]
+        service.wrapper.pull_kernel_impl = self._pull  # type: ignore[method-assign]
+        self.consumer.rebalance.compute_pull_from_where = self._compute  # type: ignore[method-assign]
+
+    def _later(self, request: PullRequest, delay_ms: int) -> None:
+        self.later.append((request, delay_ms))
+
+    def _immediately(self, request: PullRequest) -> None:
+        self.immediately.append(request)
+
+    def _task_later(self, task: Callable[[], None], delay_ms: int) -> None:
+        self.tasks.append((task, delay_ms))
+
+    async def _pull(self, mq: MessageQueue, sub_expression: str | None, expression_type: str, sub_version: int,
+                    offset: int, max_nums: int, sys_flag: int, commit_offset: int, broker_suspend_max_time_millis: int,
+                    timeout_millis: int) -> PullResult:
+        self.pulled_from.append(offset)
+        result = self.result(offset)
+        if isinstance(result, BaseException):
+            raise result
+        return result
+
+    async def _compute(self, mq: MessageQueue) -> int:
+        self.computed += 1
+        answer = self.start_offsets.pop(0)
+        if isinstance(answer, BaseException):
+            raise answer
+        return answer
+
+    def request(self, next_offset: int = 5, *, locked: bool = True) -> PullRequest:
+        pq = ProcessQueue()
+        pq.locked = locked
+        self.consumer.rebalance.process_queue_table[MQ] = pq
+        return PullRequest("cg", MQ, pq, next_offset)
+
+    def pull(self, request: PullRequest) -> None:
+        asyncio.run(self.service.pull_message(request))
+
+
+def test_the_push_consumers_exception_delay_is_three_seconds() -> None:
+    assert EXCEPTION_DELAY == PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION == 3000
+
+
+@pytest.mark.parametrize("broker_offset", [12, 3], ids=["broker-ahead", "broker-behind"])
+def test_the_first_orderly_pull_after_locking_rereads_the_offset_once(broker_offset: int) -> None:
+    harness = Harness(orderly=True)
+    harness.start_offsets = [broker_offset]
+    request = harness.request(next_offset=5)
+    harness.pull(request)
+    assert request.previously_locked and request.next_offset == broker_offset
+    assert harness.pulled_from == [broker_offset] and harness.later == []
+    harness.pull(request)
+    assert harness.computed == 1 and harness.pulled_from == [broker_offset, broker_offset]
+
+
+@pytest.mark.parametrize("failure", [
+    pytest.param(MQBrokerError(ResponseCode.SYSTEM_BUSY, "busy", "addr"), id="broker-error"),
+    pytest.param(MQTimeoutError("timed out", "addr"), id="timeout"),
+    pytest.param(-1, id="offset-unknown"),
+])
+def test_a_failed_offset_reread_retries_after_the_exception_delay(failure: int | BaseException) -> None:
+    harness = Harness(orderly=True)
+    harness.start_offsets = [failure, 9]
+    request = harness.request(next_offset=5)
+    harness.pull(request)
+    assert harness.later == [(request, EXCEPTION_DELAY)] and harness.pulled_from == []
+    assert not request.previously_locked and request.next_offset == 5
+    harness.pull(request)                                # the retry re-reads it
+    assert request.previously_locked and harness.pulled_from == [9] and harness.computed == 2
+
+
+def test_an_orderly_queue_not_locked_yet_waits_the_exception_delay() -> None:
+    harness = Harness(orderly=True)
+    request = harness.request(locked=False)
+    harness.pull(request)
+    assert harness.later == [(request, EXCEPTION_DELAY)]
+    assert harness.pulled_from == [] and harness.computed == 0 and not request.previously_locked
+
+
+def test_pull_errors_and_a_stopped_consumer_wait_the_exception_delay() -> None:
+    harness = Harness()
+    harness.result = lambda offset: MQTimeoutError("timed out", "addr")
+    request = harness.request()
+    harness.pull(request)
+    assert harness.later == [(request, EXCEPTION_DELAY)] and harness.pulled_from == [5]
+    harness.consumer.is_running = False
+    harness.pull(request)
+    assert harness.later[-1] == (request, EXCEPTION_DELAY) and harness.pulled_from == [5]
+    harness.consumer.is_running = True
+    harness.consumer.rebalance.remove_subscription(TOPIC)
+    harness.pull(request)
+    assert harness.later[-1] == (request, EXCEPTION_DELAY) and harness.pulled_from == [5]
+
+
+@pytest.mark.parametrize(("body_size", "controlled"), [
+    (2 * MIB + 1, True),         # 2 MiB cached > 1
+    (2 * MIB - 1, False),        # 1 MiB (rounded down) is not over the threshold
+])
+def test_flow_control_by_cached_size(body_size: int, controlled: bool) -> None:
+    harness = Harness()
+    harness.consumer.pull_threshold_size_for_queue = 1
+    request = harness.request()
+    request.process_queue.put_messages([MessageExt(TOPIC, b"x" * body_size, queue_offset=4)])
+    harness.pull(request)
+    if controlled:
+        assert harness.later == [(request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)] and harness.pulled_from == []
+    else:
+        assert harness.later == [] and harness.pulled_from == [5]
+
+
+def test_flow_control_by_cached_count() -> None:
+    harness = Harness()
+    harness.consumer.pull_threshold_for_queue = 2
+    request = harness.request()
+    request.process_queue.put_messages([MessageExt(TOPIC, b"x", queue_offset=offset) for offset in range(3)])
+    harness.pull(request)
+    assert harness.later == [(request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)] and harness.pulled_from == []
+
+
+def _offset_illegal(harness: Harness) -> PullRequest:
+    harness.result = lambda offset: PullResult(PullStatus.OFFSET_ILLEGAL, 40, 40, 90)
+    request = harness.request(next_offset=5)
+    harness.pull(request)
+    assert request.process_queue.dropped and request.next_offset == 40
+    [(task, delay)] = harness.tasks
+    assert delay == OFFSET_ILLEGAL_FIX_DELAY_MILLS
+    task()
+    return request
+
+
+def test_offset_illegal_fixes_the_offset_and_removes_its_process_queue() -> None:
+    harness = Harness()
+    request = _offset_illegal(harness)
+    [fix_up] = harness.consumer.spawned
+    asyncio.run(fix_up)
+    store = harness.consumer.offset_store
+    assert store.updates == [(MQ, 40, False)] and store.persisted[0] == MQ
+    assert MQ not in harness.consumer.rebalance.process_queue_table and request.process_queue.dropped
+
+
+@pytest.mark.parametrize("restarted", [True, False], ids=["restarted", "removed"])
+def test_offset_illegal_fix_up_leaves_a_queue_removed_or_restarted_meanwhile(restarted: bool) -> None:
+    harness = Harness()
+    _offset_illegal(harness)
+    table = harness.consumer.rebalance.process_queue_table
+    del table[MQ]                                        # e.g. the queue went to another member...
+    fresh = ProcessQueue()
+    if restarted:
+        table[MQ] = fresh                                # ... and came back before the fix-up ran
+    [fix_up] = harness.consumer.spawned
+    asyncio.run(fix_up)
+    store = harness.consumer.offset_store
+    assert table.get(MQ) is (fresh if restarted else None) and not fresh.dropped
+    assert store.updates == [] and store.persisted == [] and store.removed == []
