@@ -432,7 +432,8 @@ class PushConsumer:
         """Key-ordered consumption (`rocketflow.client.consume_key_ordered`): ``listener([msg], context) ->
         ConsumeOrderlyStatus`` (plain or ``async def``) gets one message at a time per key, keys of a queue in
         parallel (at most ``max_in_flight_per_queue``); ``key(msg) -> str`` overrides the default key (the
-        sharding key, else the first of KEYS, else none)."""
+        sharding key, else the first of KEYS, else none). A key that keeps failing holds its messages in the
+        process queue, so its backlog counts against the queue's flow-control thresholds (see the module)."""
         config = KeyOrderedConfig(key, max_in_flight_per_queue)
         self._register(listener, orderly=True)
         self.key_ordered = config
