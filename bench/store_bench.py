@@ -2,7 +2,8 @@
 
 Run `python bench/store_bench.py [--quick] [--dir PATH]`. Prints msg/s, MB/s, the disk's raw
 sequential write bandwidth (plain file writes) and peak memory (anonymous = Python heap, which
-must stay flat; file-backed mapped pages are page cache the kernel reclaims).
+must stay flat; file-backed mapped pages are page cache the kernel reclaims). A verdict line flags
+(without failing) a case whose anonymous memory grew more than `--anon-limit-mb` while it ran.
 """
 
 from __future__ import annotations
@@ -29,6 +30,8 @@ from rocketflow.store import MessageStore, PutMessageRequest, StoreConfig
 
 BATCH = 32
 QUEUES = 8
+#: anonymous-memory growth (MB) of one case above which the memory verdict flags it
+ANON_GROWTH_LIMIT_MB = 40.0
 
 
 def rss_status() -> dict[str, int]:
@@ -141,6 +144,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--quick", action="store_true", help="a tenth of the messages")
     parser.add_argument("--dir", type=Path, default=None, help="where to write (default: a temp dir)")
+    parser.add_argument("--anon-limit-mb", type=float, default=ANON_GROWTH_LIMIT_MB,
+                        help="flag a case whose anonymous memory grew more than this (default %(default)s MB)")
     args = parser.parse_args()
     scale = 10 if args.quick else 1
     directory = Path(tempfile.mkdtemp(prefix="rocketflow-bench-", dir=args.dir))
@@ -170,6 +175,17 @@ def main() -> None:
                   f"4 KiB >= 25% of raw ({fraction >= 0.25})")
     peak, anon, mapped = (memory.get(key, 0) / 1024 for key in ("VmHWM", "RssAnon", "RssFile"))
     console.print(f"peak RSS {peak:,.0f} MB (anon now {anon:,.0f} MB, file-backed now {mapped:,.0f} MB)")
+    console.print(memory_verdict({"100 B": small, "4 KiB": large}, args.anon_limit_mb), markup=False, soft_wrap=True)
+
+
+def memory_verdict(cases: dict[str, dict[str, float]], limit_mb: float) -> str:
+    """One line: FLAT, or FLAG naming the cases whose anonymous memory grew past `limit_mb` (not a failure)."""
+    growths = ", ".join(f"{name} +{case['anon_growth_mb']:,.1f} MB" for name, case in cases.items())
+    over = [name for name, case in cases.items() if case["anon_growth_mb"] > limit_mb]
+    if over:
+        return (f"MEMORY VERDICT: FLAG - anonymous memory grew past {limit_mb:g} MB in {', '.join(over)} "
+                f"({growths}): log data may be held as Python objects")
+    return f"MEMORY VERDICT: FLAT - anonymous memory growth within {limit_mb:g} MB per case ({growths})"
 
 
 if __name__ == "__main__":

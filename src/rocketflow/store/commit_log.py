@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import functools
 import logging
+import mmap
 import struct
 import threading
 import time
@@ -305,6 +306,24 @@ def _reserve_chunks(chunks: Sequence[tuple[MappedFile, list[bytes], bool]]) -> N
     """Allocate the disk space of every chunk of a put before writing any: a full disk fails it as a whole."""
     for target, chunk_parts, _end_of_file in chunks:
         target.reserve(target.wrote_position + sum(map(len, chunk_parts)))
+
+
+def _zero_tailed_last_record(mm: mmap.mmap, pos: int, total: int, sys_flag: int, segment_size: int) -> bool:
+    """Whether the record at `pos` (ending in a zero byte) has properties and is not followed by a record.
+
+    Then its properties were cut by a tear: the bytes from the tear on read as zeros. A record
+    followed by another one (or by the end-of-segment blank) was written whole.
+    """
+    head_size = _HEADS[(bool(sys_flag & _BORN_V6), bool(sys_flag & _STORE_V6))].size
+    body_len = _I32.unpack_from(mm, pos + head_size - 4)[0]
+    topic_len = mm[pos + head_size + body_len]
+    if head_size + body_len + 1 + topic_len + 2 >= total:
+        return False  # no properties: the record ends in its zero properties length
+    following = pos + total
+    if following + 8 > segment_size:
+        return True
+    magic: int = _BLANK.unpack_from(mm, following)[1]
+    return magic != MAGIC_CODE and magic != BLANK_MAGIC_CODE
 
 
 class IllegalMessageError(ValueError):
@@ -715,11 +734,15 @@ class CommitLog:
         start_offset: int,
         verify_crc: bool,
         on_record: Callable[[DispatchRequest], None] | None,
+        after_crash: bool = False,
     ) -> int:
         """Walk records from `start_offset` while they are valid; returns the offset where they end.
 
         A record is valid when its magic, size, position field and (optionally) body CRC check out.
-        The first invalid record ends the log: the caller truncates there.
+        The first invalid record ends the log: the caller truncates there. `after_crash` (abnormal
+        recovery) also ends it at a record whose properties end in NUL with no record after it: a
+        power loss tore it (the body CRC does not cover the properties). Only a crashed last record
+        whose last property value really ends in NUL is dropped by mistake.
         """
         files = self.files.files
         if not files:
@@ -747,6 +770,10 @@ class CommitLog:
                 request = self._check_record(mapped, pos, total, base + pos, verify_crc, delay_levels)
                 if request is None:
                     return base + pos
+                if after_crash and mm[pos + total - 1] == 0 and _zero_tailed_last_record(
+                        mm, pos, total, request.sys_flag, segment_size):
+                    log.warning("commit log: record at %d ends in zeroed properties: torn by the crash", base + pos)
+                    return base + pos
                 if on_record is not None:
                     on_record(request)
                 pos += total
@@ -763,6 +790,9 @@ class CommitLog:
             return None
         if msg.commit_log_offset != phys or end != total:
             log.warning("commit log: record at %d claims offset %d", phys, msg.commit_log_offset)
+            return None
+        if "\x00" in msg.topic:  # a tear zeroed the topic's tail (and no topic holds NUL)
+            log.warning("commit log: record at %d has a NUL in its topic", phys)
             return None
         properties = msg.properties
         tags = compute_tags_code(properties.get(MessageConst.TAGS))

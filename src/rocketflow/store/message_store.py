@@ -268,7 +268,7 @@ class MessageStore:
                     self.dispatcher.dispatch_requests(pending)
                     pending.clear()
 
-            end = commit_log.scan(start, config.check_crc_on_recover, collect)
+            end = commit_log.scan(start, config.check_crc_on_recover, collect, after_crash=True)
             self.dispatcher.dispatch_requests(pending)
         commit_log.set_max_offset(end)
         for queue in self.consume_queues:
