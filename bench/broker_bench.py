@@ -518,7 +518,7 @@ def redis_server_version() -> str:
 
 _CPP_SCRIPT = textwrap.dedent("""
     import json, sys, time, threading
-    from rocketmq.client import Producer, PushConsumer, Message, ConsumeStatus
+    from rocketmq.client import Producer, PushConsumer, Message
     namesrv, topic, count, mode = sys.argv[1], sys.argv[2], int(sys.argv[3]), sys.argv[4]
     body = b"x" * 100
     if mode == "produce":
@@ -547,7 +547,6 @@ _CPP_SCRIPT = textwrap.dedent("""
                 received[0] += 1
                 if received[0] >= count:
                     done.set()
-            return ConsumeStatus.CONSUME_SUCCESS
         consumer.subscribe(topic, callback)
         started = time.perf_counter()
         consumer.start()
