@@ -33,7 +33,7 @@ TOPIC = "CrashT"
 QUEUES = 4
 GROUP = "crash_cg"
 SENDERS = 4
-CYCLES = scaled(3, 20)
+CYCLES = scaled(20, 50)
 ACKS_PER_CYCLE = scaled(300, 2000)
 #: each cycle also sends for at least this long before the kill
 LOAD_SECONDS = scaled(2, 5)
