@@ -3,12 +3,30 @@
 from __future__ import annotations
 
 import asyncio
+import re
+import signal
+import subprocess
+import sys
 import zlib
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
-from rocketflow.namesrv import NameServer, NamesrvConfig
+import pytest
+from click.testing import CliRunner
+
+from rocketflow.acl import AclClientHook, SessionCredentials
+from rocketflow.broker import BrokerController
+from rocketflow.broker.config import build_broker_config
+from rocketflow.cli.main import cli
+from rocketflow.namesrv import (
+    NameServer,
+    NamesrvConfig,
+    NamesrvConfigError,
+    build_namesrv_config,
+    namesrv_overrides_from_properties,
+)
 from rocketflow.net import RemotingClient
+from rocketflow.net.tls import TlsMode
 from rocketflow.protocol.bodies import (
     ClusterInfo,
     DataVersion,
@@ -253,3 +271,93 @@ def test_bad_requests_get_clear_errors_and_change_nothing() -> None:
         assert unknown.code == ResponseCode.REQUEST_CODE_NOT_SUPPORTED
 
     run(scenario)
+
+
+NS_ADMIN = SessionCredentials("nsAdmin001", "nsSecret001")
+NS_ACL = f"""
+accounts:
+  - accessKey: {NS_ADMIN.access_key}
+    secretKey: {NS_ADMIN.secret_key}
+    admin: true
+"""
+
+
+def test_namesrv_command_settings_and_acl(tmp_path: Path) -> None:
+    """``rocketflow namesrv -c FILE --set K=V --acl-file PATH``: a signed broker registers, a wrongly signed one
+    does not; the file's and --set's RocketMQ settings apply."""
+    acl = tmp_path / "plain_acl.yml"
+    acl.write_text(NS_ACL)
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text("# RocketMQ style\nlistenPort=0\norderMessageEnable=true\nrocketmqHome=/opt/rocketmq\n")
+    kv_path = tmp_path / "kv" / "kvConfig.json"
+    process = subprocess.Popen(
+        [sys.executable, "-c", "from rocketflow.cli.main import cli; cli()", "namesrv", "-c", str(conf),
+         "--set", f"kvConfigPath={kv_path}", "--set", "serverChannelMaxIdleTimeSeconds=60", "--acl-file", str(acl)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        match = re.fullmatch(r"namesrv listening on (\S+)\n", line)
+        assert match, (line, process.stderr.read() if process.poll() is not None and process.stderr else "")
+        addr = match.group(1)
+        assert not addr.endswith(":9876")
+
+        async def main() -> None:
+            admin = RemotingClient(rpc_hook=AclClientHook(NS_ADMIN))
+            brokers = []
+            try:
+                for name, secret in (("broker-right", NS_ADMIN.secret_key), ("broker-wrong", "not-the-secret")):
+                    broker = BrokerController(build_broker_config({
+                        "listen_port": 0, "broker_name": name, "namesrv_addr": addr,
+                        "store.store_root": tmp_path / name, "access_key": NS_ADMIN.access_key,
+                        "secret_key": secret}))
+                    await broker.start()
+                    brokers.append(broker)
+                cluster_info = ClusterInfo.decode((await admin.invoke(
+                    addr, RemotingCommand.request(RequestCode.GET_BROKER_CLUSTER_INFO), 5)).body)
+                assert cluster_info.cluster_addr_table == {"DefaultCluster": {"broker-right"}}
+                for hook in (AclClientHook(SessionCredentials(NS_ADMIN.access_key, "not-the-secret")), None):
+                    other = RemotingClient(rpc_hook=hook)
+                    try:
+                        refused = await other.invoke(addr, register_request("broker-x", "10.0.0.7:10911", {"X": 1}),
+                                                     5)
+                    finally:
+                        await other.close()
+                    assert refused.code == ResponseCode.NO_PERMISSION, refused
+                # orderMessageEnable (from -c) puts the order conf into routes; kvConfigPath (--set) persists it
+                put = RemotingCommand.request(RequestCode.PUT_KV_CONFIG, {
+                    "namespace": "ORDER_TOPIC_CONFIG", "key": "TBW102", "value": "broker-right:8"})
+                assert (await admin.invoke(addr, put, 5)).code == ResponseCode.SUCCESS
+                routed = await admin.invoke(addr, RemotingCommand.request(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}), 5)
+                assert TopicRouteData.decode(routed.body).order_topic_conf == "broker-right:8"
+                assert "broker-right:8" in kv_path.read_text()
+            finally:
+                for broker in brokers:
+                    await broker.stop()
+                await admin.close()
+
+        asyncio.run(main())
+        process.send_signal(signal.SIGTERM)
+        assert process.wait(timeout=20) == 0
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def test_namesrv_settings_are_checked(tmp_path: Path) -> None:
+    overrides = namesrv_overrides_from_properties(
+        "listenPort=9999\ntls.server.mode=disabled\nclusterTest=false\nbroker_channel_expired_seconds=30\n")
+    assert overrides == {"port": 9999, "tls_mode": TlsMode.DISABLED, "broker_channel_expired_seconds": 30.0}
+    with pytest.raises(NamesrvConfigError, match="noSuchSetting"):
+        namesrv_overrides_from_properties("noSuchSetting=1")
+    with pytest.raises(NamesrvConfigError, match="orderMessageEnable"):
+        namesrv_overrides_from_properties("orderMessageEnable=maybe")
+    conf = tmp_path / "namesrv.properties"
+    conf.write_text("listenPort=1234\nkvConfigPath=~/kv.json\n")
+    config = build_namesrv_config({"port": 0}, conf_file=conf)
+    assert (config.port, config.kv_config_path) == (0, Path("~/kv.json").expanduser())
+    result = CliRunner().invoke(cli, ["namesrv", "--set", "listenPort=abc"])
+    assert result.exit_code == 2 and "listenPort" in result.output

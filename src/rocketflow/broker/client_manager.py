@@ -57,6 +57,8 @@ class ConsumerGroupInfo:
     channels: dict[int, ClientChannelInfo] = field(default_factory=dict)
     subscriptions: dict[str, SubscriptionData] = field(default_factory=dict)
     last_update_timestamp: int = field(default_factory=_now_ms)
+    #: the group config's ``notifyConsumerIdsChangedEnable`` as of the latest heartbeat
+    notify_ids_changed: bool = True
 
     def all_client_ids(self) -> list[str]:
         return [info.client_id for info in self.channels.values()]
@@ -128,6 +130,7 @@ class ClientManager:
         if group_info is None:
             group_info = ConsumerGroupInfo(group, consume_type, message_model, consume_from_where)
             self.consumer_groups[group] = group_info
+        group_info.notify_ids_changed = notify
         channel_changed = group_info.update_channel(info, consume_type, message_model, consume_from_where)
         topics_changed = group_info.update_subscriptions(subscriptions)
         changed = channel_changed or topics_changed
@@ -196,7 +199,8 @@ class ClientManager:
     # ------------------------------------------------------------------ channels
 
     def channel_closed(self, channel: Channel) -> None:
-        """Forget ``channel`` everywhere; remaining members of its consumer groups are notified."""
+        """Forget ``channel`` everywhere; remaining members of its consumer groups are notified (unless the
+        group's ``notifyConsumerIdsChangedEnable`` is off)."""
         for group, group_info in list(self.consumer_groups.items()):
             removed = group_info.channels.pop(channel.id, None)
             if removed is None:
@@ -204,7 +208,7 @@ class ClientManager:
             logger.info("consumer %s of group %s went away (%s)", removed.client_id, group, channel.remote_address)
             if not group_info.channels:
                 del self.consumer_groups[group]
-            else:
+            elif group_info.notify_ids_changed:
                 self.notify_consumer_ids_changed(group)
         for group, members in list(self.producer_groups.items()):
             if members.pop(channel.id, None) is not None and not members:

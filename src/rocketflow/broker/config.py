@@ -238,6 +238,7 @@ _ALIASES: Final[Mapping[str, tuple[str, str]]] = {
     "traceOn": ("broker", "trace_on"),
     "channelExpiredTimeout": ("broker", "channel_expired_timeout_ms"),
     "maxMessageSize": ("broker", "max_message_size"),
+    "rocketmq.broker.rebalance.lockMaxLiveTime": ("broker", "rebalance_lock_max_live_time_ms"),
     "storePathRootDir": ("store", "store_root"),
     "mappedFileSizeCommitLog": ("store", "commit_log_segment_size"),
     "flushIntervalCommitLog": ("store", "flush_interval_commit_log_ms"),

@@ -57,13 +57,27 @@ class SubscriptionGroupManager:
 
     def find(self, group: str) -> SubscriptionGroupConfig | None:
         """The group's config; created with defaults if absent and ``auto_create_subscription_group``."""
+        found = self.lookup(group)
+        return None if found is None else self.add_if_absent(found)
+
+    def lookup(self, group: str) -> SubscriptionGroupConfig | None:
+        """Like `find`, but a group that would be auto-created is returned without being stored yet.
+
+        Request handlers validate first and store (`add_if_absent`) only once the request is accepted.
+        """
         found = self.table.get(group)
         if found is not None or not self.config.auto_create_subscription_group:
             return found
-        created = SubscriptionGroupConfig(group)
-        self.table.put(created)
-        logger.info("auto-created subscription group %s", group)
-        return created
+        return SubscriptionGroupConfig(group)
+
+    def add_if_absent(self, group_config: SubscriptionGroupConfig) -> SubscriptionGroupConfig:
+        """Store ``group_config`` unless its group exists; returns the stored config."""
+        found = self.table.get(group_config.group_name)
+        if found is not None:
+            return found
+        self.table.put(group_config)
+        logger.info("auto-created subscription group %s", group_config.group_name)
+        return group_config
 
     def update(self, group_config: SubscriptionGroupConfig) -> None:
         self.table.put(group_config)

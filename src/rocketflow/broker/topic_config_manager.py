@@ -122,6 +122,12 @@ class TopicConfigManager:
     def create_in_send(self, topic: str, default_topic: str, remote_address: str, client_queue_nums: int,
                        topic_sys_flag: int = 0) -> TopicConfig | None:
         """Auto-create ``topic`` from ``default_topic`` on a send (None if that is not allowed)."""
+        planned = self.plan_in_send(topic, default_topic, remote_address, client_queue_nums, topic_sys_flag)
+        return None if planned is None else self.add_if_absent(planned)
+
+    def plan_in_send(self, topic: str, default_topic: str, remote_address: str, client_queue_nums: int,
+                     topic_sys_flag: int = 0) -> TopicConfig | None:
+        """What `create_in_send` would return, without storing a new topic (see `add_if_absent`)."""
         existing = self.select(topic)
         if existing is not None:
             return existing
@@ -138,23 +144,29 @@ class TopicConfigManager:
                            "from %s", topic, default_topic, perm, remote_address)
             return None
         queue_nums = max(0, min(client_queue_nums, default_config.write_queue_nums))
-        created = TopicConfig(topic, queue_nums, queue_nums, perm=int(perm & ~PermName.INHERIT),
-                              topic_filter_type=TopicFilterType.SINGLE_TAG, topic_sys_flag=topic_sys_flag)
-        logger.info("auto-creating topic %s from %s for %s: %s", topic, default_topic, remote_address, created)
-        self.table.put(created)
-        self._changed()
-        return created
+        return TopicConfig(topic, queue_nums, queue_nums, perm=int(perm & ~PermName.INHERIT),
+                           topic_filter_type=TopicFilterType.SINGLE_TAG, topic_sys_flag=topic_sys_flag)
 
     def create_in_send_back(self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0) -> TopicConfig:
         """The retry / dead-letter topic ``topic``, created with ``queue_nums`` queues if absent."""
+        return self.add_if_absent(self.plan_in_send_back(topic, queue_nums, perm, topic_sys_flag))
+
+    def plan_in_send_back(self, topic: str, queue_nums: int, perm: int, topic_sys_flag: int = 0) -> TopicConfig:
+        """What `create_in_send_back` would return, without storing a new topic (see `add_if_absent`)."""
         existing = self.select(topic)
         if existing is not None:
             return existing
-        created = TopicConfig(topic, queue_nums, queue_nums, perm=int(perm), topic_sys_flag=topic_sys_flag)
-        logger.info("creating topic %s: %s", topic, created)
-        self.table.put(created)
+        return TopicConfig(topic, queue_nums, queue_nums, perm=int(perm), topic_sys_flag=topic_sys_flag)
+
+    def add_if_absent(self, topic_config: TopicConfig) -> TopicConfig:
+        """Store a planned topic unless its name exists (then persist and notify); returns the stored config."""
+        existing = self.select(topic_config.topic_name)
+        if existing is not None:
+            return existing
+        logger.info("creating topic %s: %s", topic_config.topic_name, topic_config)
+        self.table.put(topic_config)
         self._changed()
-        return created
+        return topic_config
 
     def _changed(self) -> None:
         if self.on_change is not None:

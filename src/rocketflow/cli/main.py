@@ -118,15 +118,25 @@ def _tls_options(command: Callable[..., None]) -> Callable[..., None]:
 
 
 @cli.command()
-@click.option("--host", default="127.0.0.1", show_default=True, help="Address to listen on.")
-@click.option("--port", default=9876, show_default=True, type=click.IntRange(0, 65535), help="Port (0 = free).")
+@click.option("-c", "--config", "conf_file", type=click.Path(exists=True, dir_okay=False), default=None,
+              help="A RocketMQ-style name server properties file (listenPort, kvConfigPath, orderMessageEnable...).")
+@click.option("--host", default=None, help="Address to listen on [default: 127.0.0.1].")
+@click.option("--port", default=None, type=click.IntRange(0, 65535), help="Port (0 = free) [default: 9876].")
+@click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
+              help="Any name server setting as KEY=VALUE (RocketMQ camelCase or snake_case name); repeatable.")
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
 @_tls_options
-def namesrv(host: str, port: int, verbose: bool, **tls: str | None) -> None:
-    """Run a name server until SIGTERM / Ctrl-C."""
-    from rocketflow.cli.servers import run_namesrv, tls_overrides
+@_acl_option
+def namesrv(conf_file: str | None, host: str | None, port: int | None, settings: tuple[str, ...], verbose: bool,
+            **tls: str | None) -> None:
+    """Run a name server until SIGTERM / Ctrl-C (settings: -c file, then --set, then the options)."""
+    from rocketflow.cli.servers import parse_namesrv_settings, run_namesrv, tls_overrides
 
-    run_namesrv(host, port, verbose, tls=tls_overrides(tls, server_only=True))
+    overrides = parse_namesrv_settings(settings)
+    overrides.update(tls_overrides(tls, server_only=True))
+    explicit: dict[str, object | None] = {"host": host, "port": port}
+    overrides.update({key: value for key, value in explicit.items() if value is not None})
+    run_namesrv(conf_file=conf_file, overrides=overrides, verbose=verbose)
 
 
 @cli.command()

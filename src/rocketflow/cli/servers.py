@@ -20,7 +20,7 @@ from rocketflow.acl import AclConfigError
 from rocketflow.broker.config import BrokerConfigError, build_broker_config, config_overrides_from_properties
 from rocketflow.broker.controller import BrokerController
 from rocketflow.broker.dev import DevCluster
-from rocketflow.namesrv import NameServer, NamesrvConfig
+from rocketflow.namesrv import NameServer, NamesrvConfigError, build_namesrv_config, namesrv_overrides_from_properties
 from rocketflow.net.tls import TlsConfigError
 
 
@@ -71,8 +71,7 @@ def tls_overrides(cli_options: Mapping[str, str | None], *, server_only: bool = 
     return {key: value for key, value in options.items() if value is not None}
 
 
-def parse_settings(settings: Sequence[str]) -> dict[str, object]:
-    """``--set key=value`` options: RocketMQ's camelCase names or our snake_case ones."""
+def _settings_as_properties(settings: Sequence[str]) -> str:
     lines = []
     for item in settings:
         key, separator, value = item.partition("=")
@@ -80,21 +79,38 @@ def parse_settings(settings: Sequence[str]) -> dict[str, object]:
             raise click.BadParameter(f"expected KEY=VALUE, got {item!r}", param_hint="--set")
         key = re.sub(r"_([a-z0-9])", lambda match: match.group(1).upper(), key.strip())
         lines.append(f"{key}={value}")
+    return "\n".join(lines)
+
+
+def parse_settings(settings: Sequence[str]) -> dict[str, object]:
+    """The broker's ``--set key=value`` options: RocketMQ's camelCase names or our snake_case ones."""
     try:
-        return config_overrides_from_properties("\n".join(lines), "--set")
+        return config_overrides_from_properties(_settings_as_properties(settings), "--set")
     except BrokerConfigError as exc:
+        raise click.BadParameter(str(exc), param_hint="--set") from None
+
+
+def parse_namesrv_settings(settings: Sequence[str]) -> dict[str, object]:
+    """The name server's ``--set key=value`` options (RocketMQ namesrv property names, or ours)."""
+    try:
+        return namesrv_overrides_from_properties(_settings_as_properties(settings), "--set")
+    except NamesrvConfigError as exc:
         raise click.BadParameter(str(exc), param_hint="--set") from None
 
 
 # --------------------------------------------------------------------------- namesrv
 
 
-def run_namesrv(host: str, port: int, verbose: bool = False, *, tls: Mapping[str, object] | None = None) -> None:
-    """``tls``: `NamesrvConfig` TLS fields (see `tls_overrides`)."""
+def run_namesrv(*, conf_file: str | None, overrides: Mapping[str, object], verbose: bool = False) -> None:
+    """A name server from a properties file (``-c``), then ``overrides`` (`NamesrvConfig` field names)."""
     _configure_logging(verbose)
+    try:
+        config = build_namesrv_config(overrides, conf_file=conf_file)
+    except (NamesrvConfigError, TlsConfigError) as exc:
+        raise click.ClickException(str(exc)) from None
 
     async def main() -> None:
-        namesrv = NameServer(NamesrvConfig(host=host, port=port, **(tls or {})))  # type: ignore[arg-type]
+        namesrv = NameServer(config)
         await namesrv.start()
         click.echo(f"namesrv listening on {namesrv.address}")
         try:
@@ -157,4 +173,4 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
     _run(main())
 
 
-__all__ = ["parse_settings", "run_broker", "run_dev", "run_namesrv", "tls_overrides"]
+__all__ = ["parse_namesrv_settings", "parse_settings", "run_broker", "run_dev", "run_namesrv", "tls_overrides"]

@@ -8,9 +8,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
-from rocketflow.broker.processors.common import bad_input, error
+from rocketflow.broker.processors.common import bad_input, check_names, error
 from rocketflow.net import RemotingError, RequestContext, not_supported_remark
 from rocketflow.protocol.bodies import (
     Connection,
@@ -36,7 +36,7 @@ from rocketflow.protocol.names import InvalidNameError, validate_group, validate
 from rocketflow.remoting import fastjson
 from rocketflow.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
-from rocketflow.remoting.errors import ProtocolError
+from rocketflow.remoting.errors import BodyDecodeError, ProtocolError
 from rocketflow.remoting.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -62,6 +62,52 @@ logger = logging.getLogger("rocketflow.broker.admin")
 _Handler = Callable[[RequestContext, RemotingCommand], "RemotingCommand | Awaitable[RemotingCommand | None]"]
 #: Upper bound of queue counts accepted by UPDATE_AND_CREATE_TOPIC (BenchmarkTest has 1024).
 MAX_QUEUE_NUMS = 1024
+_LockBody = TypeVar("_LockBody", LockBatchRequestBody, UnlockBatchRequestBody)
+
+
+def _decode_lock_body(cls: type[_LockBody], data: bytes) -> _LockBody:
+    """A (UN)LOCK_BATCH_MQ body, strictly: a legal group, a client id, queues with a legal topic,
+    a broker name and an integer queue id >= 0 (`BodyDecodeError` naming the bad field otherwise)."""
+    name = cls.__name__
+    if not data:
+        raise BodyDecodeError(f"{name}: empty body")
+    try:
+        parsed = fastjson.loads(data)
+    except BodyDecodeError as exc:
+        raise BodyDecodeError(f"{name}: {exc}") from None
+    if not isinstance(parsed, dict):
+        raise BodyDecodeError(f"{name}: expected an object, got {type(parsed).__name__}")
+    group = parsed.get("consumerGroup")
+    if not isinstance(group, str):
+        raise BodyDecodeError(f"{name}.consumerGroup: expected a string, got {group!r}")
+    try:
+        validate_group(group)
+    except InvalidNameError as exc:
+        raise BodyDecodeError(f"{name}.consumerGroup: {exc}") from None
+    client_id = parsed.get("clientId")
+    if not isinstance(client_id, str) or not client_id.strip():
+        raise BodyDecodeError(f"{name}.clientId: expected a non-empty string, got {client_id!r}")
+    queues = parsed.get("mqSet")
+    if queues is not None and not isinstance(queues, list):
+        raise BodyDecodeError(f"{name}.mqSet: expected an array, got {queues!r}")
+    for index, queue in enumerate(queues or ()):
+        where = f"{name}.mqSet[{index}]"
+        if not isinstance(queue, dict):
+            raise BodyDecodeError(f"{where}: expected an object, got {queue!r}")
+        topic = queue.get("topic")
+        if not isinstance(topic, str):
+            raise BodyDecodeError(f"{where}.topic: expected a string, got {topic!r}")
+        try:
+            validate_topic(topic)
+        except InvalidNameError as exc:
+            raise BodyDecodeError(f"{where}.topic: {exc}") from None
+        broker_name = queue.get("brokerName")
+        if not isinstance(broker_name, str) or not broker_name:
+            raise BodyDecodeError(f"{where}.brokerName: expected a non-empty string, got {broker_name!r}")
+        queue_id = queue.get("queueId")
+        if not isinstance(queue_id, int) or isinstance(queue_id, bool) or queue_id < 0:
+            raise BodyDecodeError(f"{where}.queueId: expected an integer >= 0, got {queue_id!r}")
+    return cls.from_json_dict(parsed, name)
 
 
 def _camel(name: str) -> str:
@@ -114,18 +160,12 @@ class AdminBrokerProcessor:
     # ------------------------------------------------------------------ locks
 
     def lock_batch_mq(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        body = LockBatchRequestBody.decode(request.body)
-        if not body.consumer_group or not body.client_id:
-            return error(request, ResponseCode.SYSTEM_ERROR,
-                         "invalid request body: LockBatchRequestBody needs consumerGroup and clientId")
+        body = _decode_lock_body(LockBatchRequestBody, request.body)
         locked = self.broker.locks.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.make_response(ResponseCode.SUCCESS, body=LockBatchResponseBody(locked).encode())
 
     def unlock_batch_mq(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        body = UnlockBatchRequestBody.decode(request.body)
-        if not body.consumer_group or not body.client_id:
-            return error(request, ResponseCode.SYSTEM_ERROR,
-                         "invalid request body: UnlockBatchRequestBody needs consumerGroup and clientId")
+        body = _decode_lock_body(UnlockBatchRequestBody, request.body)
         self.broker.locks.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.make_response(ResponseCode.SUCCESS)
 
@@ -133,21 +173,25 @@ class AdminBrokerProcessor:
 
     def get_max_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = GetMaxOffsetRequestHeader.from_command(request)
+        check_names(topic=header.topic, queue_id=header.queue_id)
         offset = self.broker.store.get_max_offset_in_queue(header.topic, header.queue_id)
         return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
     def get_min_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = GetMinOffsetRequestHeader.from_command(request)
+        check_names(topic=header.topic, queue_id=header.queue_id)
         offset = self.broker.store.get_min_offset_in_queue(header.topic, header.queue_id)
         return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
     def search_offset_by_timestamp(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = SearchOffsetRequestHeader.from_command(request)
+        check_names(topic=header.topic, queue_id=header.queue_id)
         offset = self.broker.store.get_offset_by_timestamp(header.topic, header.queue_id, header.timestamp)
         return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
     def get_earliest_msg_storetime(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = GetEarliestMsgStoretimeRequestHeader.from_command(request)
+        check_names(topic=header.topic, queue_id=header.queue_id)
         timestamp = self.broker.store.get_earliest_message_time(header.topic, header.queue_id)
         return request.make_response(ResponseCode.SUCCESS, ext_fields={"timestamp": str(timestamp)})
 
@@ -162,6 +206,7 @@ class AdminBrokerProcessor:
     def reset_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """INVOKE_BROKER_TO_RESET_OFFSET: offsets by timestamp, stored, and pushed to the group's clients."""
         header = ResetOffsetRequestHeader.from_command(request)
+        check_names(topic=header.topic, group=header.group, group_field="group")
         broker = self.broker
         topic_config = broker.topics.select(header.topic)
         if topic_config is None:

@@ -8,6 +8,7 @@ from collections.abc import Awaitable
 from typing import Final
 
 from rocketflow.net import Processor, RequestContext
+from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
 from rocketflow.remoting.codes import ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.errors import BodyDecodeError, HeaderFieldError, ProtocolError
@@ -60,6 +61,27 @@ async def _guard_awaitable(awaitable: Awaitable[RemotingCommand | None], request
         return bad_input(request, exc)
 
 
+def check_names(*, topic: str | None = None, group: str | None = None, queue_id: int | None = None,
+                topic_field: str = "topic", group_field: str = "consumerGroup",
+                queue_field: str = "queueId") -> None:
+    """Raise `HeaderFieldError` (naming the field) for an illegal topic or group name or a negative queue id.
+
+    Names go into persisted tables (offsets, groups, topics), so requests are checked before any change.
+    """
+    try:
+        if topic is not None:
+            validate_topic(topic)
+    except InvalidNameError as exc:
+        raise HeaderFieldError(topic_field, str(exc)) from None
+    try:
+        if group is not None:
+            validate_group(group)
+    except InvalidNameError as exc:
+        raise HeaderFieldError(group_field, str(exc)) from None
+    if queue_id is not None and queue_id < 0:
+        raise HeaderFieldError(queue_field, f"must be >= 0, got {queue_id}")
+
+
 def parse_host(address: str) -> tuple[str, int]:
     """``"ip:port"`` -> ``(ip, port)``; unknown or malformed -> ``("127.0.0.1", 0)``."""
     host, _, port = address.rpartition(":")
@@ -70,4 +92,4 @@ def parse_host(address: str) -> tuple[str, int]:
     return (host, int(port))
 
 
-__all__ = ["FAQ_SUFFIX", "bad_input", "error", "guarded", "parse_host"]
+__all__ = ["FAQ_SUFFIX", "bad_input", "check_names", "error", "guarded", "parse_host"]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rocketflow.broker.processors.common import error, guarded
+from rocketflow.broker.processors.common import check_names, error, guarded
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.bodies import ConsumerListBody
 from rocketflow.remoting.codes import RequestCode, ResponseCode
@@ -42,6 +42,7 @@ class ConsumerManageProcessor:
 
     def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = QueryConsumerOffsetRequestHeader.from_command(request)
+        check_names(topic=header.topic, group=header.consumer_group, queue_id=header.queue_id)
         broker = self.broker
         offset = broker.offsets.query_offset(header.consumer_group, header.topic, header.queue_id)
         if offset < 0:
@@ -54,6 +55,7 @@ class ConsumerManageProcessor:
 
     def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = UpdateConsumerOffsetRequestHeader.from_command(request)
+        check_names(topic=header.topic, group=header.consumer_group, queue_id=header.queue_id)
         self.broker.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
         return request.make_response(ResponseCode.SUCCESS)
 

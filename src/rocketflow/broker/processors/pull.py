@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
-from rocketflow.broker.processors.common import FAQ_SUFFIX, error, guarded
+from rocketflow.broker.processors.common import FAQ_SUFFIX, check_names, error, guarded
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.bodies import MessageModel, SubscriptionData
 from rocketflow.protocol.names import is_readable
@@ -70,11 +70,13 @@ class PullMessageProcessor:
         broker = self.broker
         config = broker.config
         header = PullMessageRequestHeader.from_command(request)
+        check_names(group=header.consumer_group)
         if not is_readable(config.broker_permission):
             return error(request, ResponseCode.NO_PERMISSION,
                          f"the broker[{broker.broker_ip}] pulling message is forbidden")
         group = header.consumer_group
-        group_config = broker.groups.find(group)
+        # an auto-created group is stored only once the pull passes its checks
+        group_config = broker.groups.lookup(group)
         if group_config is None:
             return error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                          f"subscription group [{group}] does not exist, {FAQ_SUFFIX}")
@@ -126,6 +128,7 @@ class PullMessageProcessor:
             return error(request, ResponseCode.SYSTEM_ERROR,
                          f"rocketflow does not support {subscription.expression_type} filtering yet")
         codes = filter_codes(subscription)
+        broker.groups.add_if_absent(group_config)
         store = broker.store
         offset = header.queue_offset
         result = store.get_messages(group, topic, queue_id, offset, header.max_msg_nums,

@@ -13,12 +13,14 @@ import struct
 import time
 from collections.abc import Awaitable
 from concurrent.futures import Future
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from rocketflow.broker.processors.common import FAQ_SUFFIX, error, guarded, parse_host
+from rocketflow.broker.processors.common import FAQ_SUFFIX, check_names, error, guarded, parse_host
 from rocketflow.net import RemotingServer, RequestContext
-from rocketflow.protocol.bodies import TopicConfig, TopicFilterType
+from rocketflow.protocol.bodies import SubscriptionGroupConfig, TopicConfig, TopicFilterType
 from rocketflow.protocol.codec import RecordDecodeError, decode_record
+from rocketflow.protocol.ids import offset_msg_id_from_packed
 from rocketflow.protocol.message import MessageConst
 from rocketflow.protocol.names import (
     DLQ_NUMS_PER_GROUP,
@@ -61,6 +63,17 @@ MAX_RECONSUME_TIMES_MIN_VERSION: Final = 121
 
 _BATCH_HEAD: Final = struct.Struct(">iiiii")
 _BATCH_HEAD_SIZE: Final = _BATCH_HEAD.size
+_MSG_IDS_STRUCTS: dict[tuple[int, int], struct.Struct] = {}
+
+
+def _msg_ids_struct(host_len: int, count: int) -> struct.Struct:
+    """Packs `count` (store host, commit-log offset) pairs: the bytes of as many offset msg ids."""
+    packer = _MSG_IDS_STRUCTS.get((host_len, count))
+    if packer is None:
+        packer = struct.Struct(f">{f'{host_len}sq' * count}")
+        if count <= 1024:
+            _MSG_IDS_STRUCTS[(host_len, count)] = packer
+    return packer
 _TRANSACTION_PREPARED: Final = int(MessageSysFlag.TRANSACTION_PREPARED)
 _TRANSACTION_ROLLBACK: Final = int(MessageSysFlag.TRANSACTION_ROLLBACK)
 _MULTI_TAGS: Final = int(MessageSysFlag.MULTI_TAGS)
@@ -68,8 +81,26 @@ _ILLEGAL_REMARK: Final = ("the message is illegal, maybe msg body or properties 
                           "msg body length limit 128k, msg properties length limit 32k.")
 
 
+@dataclass(slots=True)
+class _Creations:
+    """Topics and groups a request needs (existing, or planned auto-creations), stored once it is accepted."""
+
+    topics: list[TopicConfig] = field(default_factory=list)
+    groups: list[SubscriptionGroupConfig] = field(default_factory=list)
+
+    def apply(self, broker: BrokerController) -> None:
+        for group_config in self.groups:
+            broker.groups.add_if_absent(group_config)
+        for topic_config in self.topics:
+            broker.topics.add_if_absent(topic_config)
+
+
 class SendMessageProcessor:
-    """Stores what producers send and what consumers send back."""
+    """Stores what producers send and what consumers send back.
+
+    A request is validated and decoded completely before anything is auto-created, so a rejected
+    request leaves no topic or group behind.
+    """
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
@@ -87,7 +118,11 @@ class SendMessageProcessor:
 
     def _check(self, ctx: RequestContext, request: RemotingCommand,
                header: SendMessageRequestHeader) -> TopicConfig | RemotingCommand:
-        """msgCheck: broker/topic permission, topic name, auto-create, queue id."""
+        """msgCheck: broker/topic permission, topic name, queue id.
+
+        Returns the topic's config, or for a topic that would be auto-created the config to store
+        once the message is accepted (not stored yet).
+        """
         broker = self.broker
         config = broker.config
         topic = header.topic
@@ -102,10 +137,10 @@ class SendMessageProcessor:
             return error(request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         topic_config = broker.topics.select(topic)
         if topic_config is None:
-            topic_config = broker.topics.create_in_send(topic, header.default_topic, ctx.remote_address,
-                                                        header.default_topic_queue_nums)
+            topic_config = broker.topics.plan_in_send(topic, header.default_topic, ctx.remote_address,
+                                                      header.default_topic_queue_nums)
             if topic_config is None and is_retry_topic(topic):
-                topic_config = broker.topics.create_in_send_back(topic, 1, PermName.READ | PermName.WRITE)
+                topic_config = broker.topics.plan_in_send_back(topic, 1, PermName.READ | PermName.WRITE)
             if topic_config is None:
                 return error(request, ResponseCode.TOPIC_NOT_EXIST,
                              f"topic[{topic}] not exist, apply first please!{FAQ_SUFFIX}")
@@ -147,8 +182,9 @@ class SendMessageProcessor:
         queue_id = self._pick_queue(header.queue_id, topic_config.write_queue_nums)
         reconsume_times = header.reconsume_times or 0
         properties = decode_properties(header.properties) if header.properties else {}
+        creations = _Creations([topic_config])
         if is_retry_topic(topic):
-            routed = self._route_retry(request, header, properties, reconsume_times)
+            routed = self._route_retry(request, header, queue_id, properties, reconsume_times, creations)
             if isinstance(routed, RemotingCommand):
                 return routed
             topic, queue_id = routed
@@ -166,30 +202,30 @@ class SendMessageProcessor:
                                   transaction, wait != "false")
         if isinstance(put, RemotingCommand):
             return put
+        creations.apply(broker)
         return self._put(request, [put], header.queue_id if header.queue_id >= 0 else queue_id, batch=False)
 
-    def _route_retry(self, request: RemotingCommand, header: SendMessageRequestHeader,
-                     properties: dict[str, str], reconsume_times: int) -> tuple[str, int] | RemotingCommand:
+    def _route_retry(self, request: RemotingCommand, header: SendMessageRequestHeader, queue_id: int,
+                     properties: dict[str, str], reconsume_times: int,
+                     creations: _Creations) -> tuple[str, int] | RemotingCommand:
         """handleRetryAndDLQ: a plain send to %RETRY%group past the max reconsume times goes to the DLQ."""
         broker = self.broker
         topic = header.topic
         group = topic[len("%RETRY%"):]
-        group_config = broker.groups.find(group)
+        group_config = broker.groups.lookup(group)
         if group_config is None:
             return error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                          f"subscription group not exist, {group}{FAQ_SUFFIX}")
+        creations.groups.append(group_config)
         max_times = group_config.retry_max_times
         if request.version >= MAX_RECONSUME_TIMES_MIN_VERSION and header.max_reconsume_times is not None:
             max_times = header.max_reconsume_times
-        queue_id = header.queue_id
         if reconsume_times >= max_times:
             topic = dlq_topic(group)
             queue_id = self._random.randrange(99_999_999) % DLQ_NUMS_PER_GROUP
-            broker.topics.create_in_send_back(topic, DLQ_NUMS_PER_GROUP, PermName.READ | PermName.WRITE)
+            creations.topics.append(
+                broker.topics.plan_in_send_back(topic, DLQ_NUMS_PER_GROUP, PermName.READ | PermName.WRITE))
             properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
-        elif queue_id < 0:
-            found = broker.topics.select(topic)
-            queue_id = self._pick_queue(queue_id, found.write_queue_nums if found else 1)
         return topic, queue_id
 
     def _build_request(self, request: RemotingCommand, topic: str, queue_id: int, body: bytes,
@@ -322,6 +358,7 @@ class SendMessageProcessor:
             add_uniq(uniq or None)
             pos = element_end
             index += 1
+        broker.topics.add_if_absent(topic_config)
         return self._put(request, batch, queue_id, batch=True)
 
     # ------------------------------------------------------------------ storing
@@ -363,12 +400,15 @@ class SendMessageProcessor:
         })
 
     def _msg_ids(self, result: AppendResult) -> str:
-        """Comma-joined offset msg ids of a batch (store host hex computed once)."""
-        host_hex, host = self._store_host_hex
-        if host != result.store_host:
-            host_hex = result.store_host.hex().upper()
-            self._store_host_hex = (host_hex, result.store_host)
-        return ",".join(map((host_hex + "%016X").__mod__, result.commit_log_offsets))
+        """Comma-joined offset msg ids of a batch: `host + offset` packed for all, hex-encoded in one call."""
+        host = result.store_host
+        offsets = result.commit_log_offsets
+        count = len(offsets)
+        if not count or not 0 <= min(offsets) <= max(offsets) < 1 << 63:
+            return ",".join(offset_msg_id_from_packed(host, offset) for offset in offsets)
+        args: list[bytes | int] = [host] * (2 * count)
+        args[1::2] = offsets
+        return _msg_ids_struct(len(host), count).pack(*args).hex(",", len(host) + 8).upper()
 
     # ------------------------------------------------------------------ send back
 
@@ -376,8 +416,9 @@ class SendMessageProcessor:
                           request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | None]:
         """CONSUMER_SEND_MSG_BACK, PROTOCOL.md 4.6."""
         header = ConsumerSendMsgBackRequestHeader.from_command(request)
+        check_names(group=header.group, group_field="group")
         broker = self.broker
-        group_config = broker.groups.find(header.group)
+        group_config = broker.groups.lookup(header.group)
         if group_config is None:
             return error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                          f"subscription group not exist, {header.group}{FAQ_SUFFIX}")
@@ -385,13 +426,8 @@ class SendMessageProcessor:
             return error(request, ResponseCode.NO_PERMISSION,
                          f"the broker[{broker.broker_ip}] sending message is forbidden")
         if group_config.retry_queue_nums <= 0:
+            broker.groups.add_if_absent(group_config)
             return request.make_response(ResponseCode.SUCCESS)
-        new_topic = retry_topic(header.group)
-        queue_id = self._random.randrange(99_999_999) % group_config.retry_queue_nums
-        topic_config = broker.topics.create_in_send_back(new_topic, group_config.retry_queue_nums,
-                                                         PermName.READ | PermName.WRITE)
-        if not is_writeable(topic_config.perm):
-            return error(request, ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden")
         record = broker.store.select_one_message_by_offset(header.offset) if header.offset >= 0 else None
         stored = None
         if record is not None:
@@ -401,6 +437,13 @@ class SendMessageProcessor:
                 stored = None
         if stored is None:
             return error(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
+        new_topic = retry_topic(header.group)
+        queue_id = self._random.randrange(99_999_999) % group_config.retry_queue_nums
+        topic_config = broker.topics.plan_in_send_back(new_topic, group_config.retry_queue_nums,
+                                                       PermName.READ | PermName.WRITE)
+        if not is_writeable(topic_config.perm):
+            return error(request, ResponseCode.NO_PERMISSION, f"the topic[{new_topic}] sending message is forbidden")
+        creations = _Creations([topic_config], [group_config])
         properties = dict(stored.properties)
         properties.setdefault(MessageConst.RETRY_TOPIC, stored.topic)
         properties.pop(MessageConst.WAIT_STORE_MSG_OK, None)
@@ -412,11 +455,12 @@ class SendMessageProcessor:
         if stored.reconsume_times >= max_times or delay_level < 0:
             new_topic = dlq_topic(header.group)
             queue_id = self._random.randrange(99_999_999) % DLQ_NUMS_PER_GROUP
-            dlq_config = broker.topics.create_in_send_back(new_topic, DLQ_NUMS_PER_GROUP,
-                                                           PermName.READ | PermName.WRITE)
+            dlq_config = broker.topics.plan_in_send_back(new_topic, DLQ_NUMS_PER_GROUP,
+                                                         PermName.READ | PermName.WRITE)
             if not is_writeable(dlq_config.perm):
                 return error(request, ResponseCode.NO_PERMISSION,
                              f"the topic[{new_topic}] sending message is forbidden")
+            creations.topics.append(dlq_config)
         else:
             if delay_level == 0:
                 delay_level = 3 + stored.reconsume_times
@@ -428,6 +472,7 @@ class SendMessageProcessor:
                                   stored.reconsume_times + 1, transaction_value(stored.sys_flag), True)
         if isinstance(put, RemotingCommand):
             return put
+        creations.apply(broker)
         future = broker.store.put_messages_async([put])
         if future.done():
             return self._send_back_response(request, future.result())
