@@ -27,12 +27,14 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import contextlib
+import functools
 import inspect
 import logging
 import random
 import sys
 import threading
 import traceback
+import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
 from typing import Any, ClassVar, Final, TypeVar
 
@@ -81,6 +83,33 @@ CLIENT_INNER_PRODUCER_GROUP: Final = "CLIENT_INNER_PRODUCER"
 LIFECYCLE_TIMEOUT: Final = 15.0
 
 _T = TypeVar("_T")
+
+
+def _settle_submitted(running: set[asyncio.Task[Any]], future: concurrent.futures.Future[_T],
+                      task: asyncio.Task[_T]) -> None:
+    """Copy a finished `ClientInstance.submit` task's outcome to its future (unless that was cancelled)."""
+    running.discard(task)
+    if task.cancelled():
+        future.cancel()
+        return
+    if not future.set_running_or_notify_cancel():
+        return
+    error = task.exception()
+    if error is not None:
+        future.set_exception(error)
+    else:
+        future.set_result(task.result())
+
+
+def _cancel_submitted(loop: asyncio.AbstractEventLoop, task_ref: weakref.ref[asyncio.Task[Any]],
+                      future: concurrent.futures.Future[Any]) -> None:
+    """A `ClientInstance.submit` future is done: if it was cancelled, cancel its task (from any thread)."""
+    if not future.cancelled():
+        return
+    task = task_ref()
+    if task is not None and not task.done() and not loop.is_closed():
+        with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+            loop.call_soon_threadsafe(task.cancel)
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -152,6 +181,8 @@ class ClientInstance:
         self._heartbeat_lock: asyncio.Lock | None = None
         self._rebalance_event: asyncio.Event | None = None
         self._background: set[asyncio.Task[Any]] = set()
+        #: tasks of `submit` still running (not cancelled at shutdown, as run_coroutine_threadsafe's are not)
+        self._submitted: set[asyncio.Task[Any]] = set()
         self._inner_producer: Any = None
         #: topic -> the (normalized) route last fetched
         self.topic_route_table: dict[str, TopicRouteData] = {}
@@ -445,12 +476,39 @@ class ClientInstance:
             raise MQTimeoutError(f"no result within {timeout}s") from None
 
     def submit(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
-        """Schedule ``coro`` on the instance's loop; returns a thread-safe future."""
+        """Schedule ``coro`` on the instance's loop; returns a thread-safe future.
+
+        As `asyncio.run_coroutine_threadsafe` (cancelling the future cancels the task), except that
+        the finished future keeps no reference to the task: the stdlib's chaining callbacks keep the
+        task, its coroutine and context alive for as long as the future (~20 GC-tracked objects), so
+        a caller holding many ``send_async`` futures grew the heap, and the full collections that
+        growth triggers stalled the process for 100s of ms.
+        """
         loop = self._loop
         if loop is None or loop.is_closed():
             coro.close()
             raise MQClientError(f"client instance {self.client_id} is not started")
-        return asyncio.run_coroutine_threadsafe(coro, loop)
+        future: concurrent.futures.Future[_T] = concurrent.futures.Future()
+        loop.call_soon_threadsafe(self._start_submitted, coro, future)
+        return future
+
+    def _start_submitted(self, coro: Coroutine[Any, Any, _T], future: concurrent.futures.Future[_T]) -> None:
+        """On the loop: run a `submit`-ted coroutine as a task whose outcome settles ``future``."""
+        if future.cancelled():
+            coro.close()
+            return
+        try:
+            loop = asyncio.get_running_loop()
+            task = loop.create_task(coro)
+        except BaseException as exc:
+            coro.close()
+            if future.set_running_or_notify_cancel():
+                future.set_exception(exc)
+            raise
+        # Strong reference while it runs (the future no longer holds the task); a weak one to cancel it.
+        self._submitted.add(task)
+        task.add_done_callback(functools.partial(_settle_submitted, self._submitted, future))
+        future.add_done_callback(functools.partial(_cancel_submitted, loop, weakref.ref(task)))
 
     def _spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         task = asyncio.get_running_loop().create_task(coro)
