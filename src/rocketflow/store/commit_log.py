@@ -391,58 +391,102 @@ class CommitLog:
         batch = DispatchBatch(store_timestamp=now)
         runs = batch.runs
         index_items = batch.index_items
+        add_index = index_items.append
         offsets: list[int] = []
+        add_offset = offsets.append
         queue_offsets: list[int] = []
+        add_queue_offset = queue_offsets.append
         total = 0
         last_born_source: object = None
         last_store_source: object = None
         born = store = b""
-        topic_cache: dict[str, bytes] = {}
         store_default = self.default_store_host
         record_struct = _record_struct
-        packers: dict[tuple[struct.Struct, int, bytes, int], struct.Struct] = {}
+        packer_sets: dict[tuple[str, int], dict[tuple[int, int], struct.Struct]] = {}
+        packers: dict[tuple[int, int], struct.Struct] = {}
+        # the packer of the previous record, reused while the lengths and packer set stay the same
+        packer = _HEAD_V4
+        packer_body_len = packer_props_len = -1
+        packer_set = packers
         crc32 = zlib.crc32
-        head_v4 = _HEAD_V4
         delay_levels = self.config.delay_levels_ms
+        # what the previous message shared with this one: the per-(topic, queue, hosts, sys flag) work
+        # below is redone only when one of them changes (a batch usually has one of each)
+        last_topic: object = None
+        last_queue_id = -1
+        last_sys_flag = -1
+        key: tuple[str, int] = ("", 0)
+        topic = ""
+        topic_part = b""
+        head = _HEAD_V4
+        fixed = 0
+        sys_flag = 0
+        in_queue = True
+        schedule = False
+        index_prefix = ""
+        queue_offset = 0
+        run_units: list[Any] = []
+        add_units = run_units.extend
+        separator = MessageConst.KEY_SEPARATOR
         try:
             for request in requests:
-                topic = request.topic
-                topic_part = topic_cache.get(topic)
-                if topic_part is None:
+                born_source = request.born_host
+                store_source = request.store_host
+                if (request.topic is not last_topic or request.queue_id != last_queue_id
+                        or request.sys_flag != last_sys_flag or born_source is not last_born_source
+                        or store_source is not last_store_source):
+                    if in_queue and last_topic is not None:
+                        table[key] = queue_offset
+                    topic = request.topic
                     try:
-                        topic_part = topic_cache[topic] = _topic_part(topic)
+                        topic_part = _topic_part(topic)
                     except (ValueError, UnicodeEncodeError, AttributeError) as exc:
                         raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad topic: {exc}") from None
+                    if born_source is not last_born_source or store_source is not last_store_source:
+                        try:
+                            born = packed_host(born_source)
+                            store = store_default if store_source is None else packed_host(store_source)
+                        except (ValueError, TypeError, IndexError) as exc:
+                            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL,
+                                                      f"bad host: {exc}") from None
+                        last_born_source, last_store_source = born_source, store_source
+                    born_v6 = len(born) == HOST_SIZE_V6
+                    store_v6 = len(store) == HOST_SIZE_V6
+                    head = _HEADS[(born_v6, store_v6)]
+                    last_sys_flag = request.sys_flag
+                    sys_flag = (last_sys_flag & ~_V6_BITS) | (_BORN_V6 if born_v6 else 0) | (
+                        _STORE_V6 if store_v6 else 0)
+                    fixed = head.size + 2 + len(topic_part)
+                    last_topic = topic
+                    last_queue_id = request.queue_id
+                    key = (topic, last_queue_id)
+                    transaction = sys_flag & _TRANSACTION_MASK
+                    in_queue = transaction != _PREPARED and transaction != _ROLLBACK
+                    schedule = topic == SCHEDULE_TOPIC
+                    index_prefix = topic + "#"
+                    packers = packer_sets.setdefault((head.format, len(topic_part)), {})
+                    if in_queue:
+                        queue_offset = table.get(key, 0)
+                        if key not in saved_table:
+                            saved_table[key] = queue_offset
+                        run = runs.get(key)
+                        if run is None:
+                            runs[key] = run = [queue_offset, []]
+                        run_units = run[1]
+                        add_units = run_units.extend
                 props = request.properties_bytes
                 if props is None:
                     try:
                         props = encode_properties_bytes(request.properties)
                     except InvalidPropertyError as exc:
                         raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, str(exc)) from None
-                if len(props) > max_props:
+                props_len = len(props)
+                if props_len > max_props:
                     raise IllegalMessageError(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                                              f"properties are {len(props)} bytes, at most {max_props} allowed")
-                born_source = request.born_host
-                store_source = request.store_host
-                if born_source is not last_born_source or store_source is not last_store_source:
-                    try:
-                        born = packed_host(born_source)
-                        store = store_default if store_source is None else packed_host(store_source)
-                    except (ValueError, TypeError, IndexError) as exc:
-                        raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad host: {exc}") from None
-                    last_born_source, last_store_source = born_source, store_source
+                                              f"properties are {props_len} bytes, at most {max_props} allowed")
                 body = request.body
                 body_len = len(body)
-                sys_flag = request.sys_flag
-                if len(born) == 8 and len(store) == 8:
-                    head = head_v4
-                    sys_flag &= ~_V6_BITS
-                    size = 90 + body_len + len(topic_part) + len(props)
-                else:
-                    head = _HEADS[(len(born) == HOST_SIZE_V6, len(store) == HOST_SIZE_V6)]
-                    sys_flag = (sys_flag & ~_V6_BITS) | (_BORN_V6 if len(born) == HOST_SIZE_V6 else 0) | (
-                        _STORE_V6 if len(store) == HOST_SIZE_V6 else 0)
-                    size = head.size + 2 + body_len + len(topic_part) + len(props)
+                size = fixed + body_len + props_len
                 if size > max_size or size + END_FILE_MIN_BLANK_LENGTH > segment_size:
                     raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL,
                                               f"message of {size} bytes exceeds the maximum {max_size}")
@@ -458,42 +502,36 @@ class CommitLog:
                     if not offsets:
                         first_offset = base + pos
                 phys = base + pos
-                key = (topic, request.queue_id)
-                transaction = sys_flag & _TRANSACTION_MASK
                 tags = request.tags_code
                 if tags is None:
                     tags = compute_tags_code(request.properties.get(MessageConst.TAGS))
-                if topic == SCHEDULE_TOPIC:
-                    # from the stored properties, exactly as recovery recomputes it
-                    deliver_at = schedule_tags_code(_decoded_properties(props), now, delay_levels)
-                    if deliver_at is not None:
-                        tags = deliver_at
-                if transaction in (_PREPARED, _ROLLBACK):
-                    queue_offset = 0
+                if in_queue:
+                    if schedule:
+                        # from the stored properties, exactly as recovery recomputes it
+                        deliver_at = schedule_tags_code(_decoded_properties(props), now, delay_levels)
+                        if deliver_at is not None:
+                            tags = deliver_at
+                    stored_queue_offset = queue_offset
+                    queue_offset += 1
+                    add_units((phys, size, tags))
                 else:
-                    queue_offset = table.get(key, 0)
-                    if key not in saved_table:
-                        saved_table[key] = queue_offset
-                    table[key] = queue_offset + 1
-                    run = runs.get(key)
-                    if run is None:
-                        runs[key] = [queue_offset, [phys, size, tags]]
-                    else:
-                        run[1].extend((phys, size, tags))
-                props_len = len(props)
-                shape = (head, body_len, topic_part, props_len)
-                packer = packers.get(shape)
-                if packer is None:
-                    packer = packers[shape] = record_struct(head, body_len, len(topic_part), props_len)
+                    stored_queue_offset = 0
+                if body_len != packer_body_len or props_len != packer_props_len or packers is not packer_set:
+                    found = packers.get((body_len, props_len))
+                    if found is None:
+                        found = packers[(body_len, props_len)] = record_struct(head, body_len, len(topic_part),
+                                                                               props_len)
+                    packer = found
+                    packer_body_len, packer_props_len, packer_set = body_len, props_len, packers
                 add(packer.pack(
-                    size, MAGIC_CODE, crc32(body) & 0x7FFFFFFF, request.queue_id, request.flag, queue_offset, phys,
-                    sys_flag, request.born_timestamp, born, now, store, request.reconsume_times,
+                    size, MAGIC_CODE, crc32(body) & 0x7FFFFFFF, last_queue_id, request.flag, stored_queue_offset,
+                    phys, sys_flag, request.born_timestamp, born, now, store, request.reconsume_times,
                     request.prepared_transaction_offset, body_len, body, topic_part, props_len, props))
                 pos += size
                 room -= size
                 total += size
-                offsets.append(phys)
-                queue_offsets.append(queue_offset)
+                add_offset(phys)
+                add_queue_offset(stored_queue_offset)
                 uniq = request.uniq_key
                 keys = request.keys
                 if uniq is None:
@@ -501,12 +539,13 @@ class CommitLog:
                 if keys is None:
                     keys = request.properties.get(MessageConst.KEYS)
                 if uniq:
-                    if keys:
-                        add_index_keys(index_items, topic, keys, uniq, phys, now)
-                    else:
-                        index_items.append(((topic + "#" + uniq).encode("utf-8", "replace"), phys, now))
-                elif keys:
-                    add_index_keys(index_items, topic, keys, None, phys, now)
+                    add_index(((index_prefix + uniq).encode("utf-8", "replace"), phys, now))
+                if keys:
+                    for word in keys.split(separator):
+                        if word:
+                            add_index(((index_prefix + word).encode("utf-8", "replace"), phys, now))
+            if in_queue:
+                table[key] = queue_offset
             chunks.append((mapped, parts, False))
             _reserve_chunks(chunks)
         except BaseException:
@@ -602,6 +641,8 @@ class CommitLog:
         crc32 = zlib.crc32
         record_struct = _record_struct
         packers: dict[tuple[int, int], struct.Struct] = {}
+        packer = head
+        packer_body_len = packer_props_len = -1
         try:
             for body, props, flag, tags, keys, uniq in zip(batch.bodies, *lists, strict=True):
                 body_len = len(body)
@@ -625,9 +666,12 @@ class CommitLog:
                     if not offsets:
                         first_offset = base + pos
                 phys = base + pos
-                packer = packers.get((body_len, props_len))
-                if packer is None:
-                    packer = packers[(body_len, props_len)] = record_struct(head, body_len, topic_len, props_len)
+                if body_len != packer_body_len or props_len != packer_props_len:
+                    found = packers.get((body_len, props_len))
+                    if found is None:
+                        found = packers[(body_len, props_len)] = record_struct(head, body_len, topic_len, props_len)
+                    packer = found
+                    packer_body_len, packer_props_len = body_len, props_len
                 add(packer.pack(size, MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, phys,
                                 sys_flag, born_timestamp, born, now, store, 0, 0, body_len, body, topic_part,
                                 props_len, props))

@@ -20,6 +20,8 @@ PAGE_SIZE = mmap.PAGESIZE
 #: how far past the write position a segment's disk blocks are allocated in one step (at most; small
 #: segments such as consume queues, of which there may be thousands, step by 1/256 of their size)
 RESERVE_AHEAD_BYTES = 1024 * 1024
+#: appends at least this big are written with pwrite(2) rather than copied into the mapping
+_PWRITE_MIN_BYTES = 16 * 1024
 _CANNOT_RESERVE = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
 
 
@@ -154,7 +156,13 @@ class MappedFile:
         end = start + len(data)
         if end > self._reserved_position:
             self.reserve(end)
-        self.mm[start:end] = data
+        if end - start >= _PWRITE_MIN_BYTES:
+            # through the page cache, as the mapping sees it: no page fault per fresh page of the mapping
+            written = os.pwrite(self.fd, data, start)
+            if written != end - start:
+                self.mm[start + written:end] = memoryview(data)[written:]
+        else:
+            self.mm[start:end] = data
         self.wrote_position = end
         self.last_modified_ms = int(time.time() * 1000)
         return start

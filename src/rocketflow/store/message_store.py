@@ -149,6 +149,8 @@ class MessageStore:
         self.dispatcher = Dispatcher(self.consume_queues, self.index if config.message_index_enable else None)
         self.flush_stats = FlushStats()
         self.checkpoint = Checkpoint()
+        #: the checkpoint values this store last saved: an idle flush round skips the write and its fsync
+        self._saved_checkpoint: tuple[int, ...] | None = None
         self.clean_service = CleanService(config, self.commit_log, self.consume_queues, self.index, disk_usage)
         self._put_lock = threading.Lock()
         #: a stored batch whose consume-queue / index writes failed (disk full); retried before the next put
@@ -180,6 +182,7 @@ class MessageStore:
         try:
             self.last_exit_ok = not create_abort_marker(self.config.abort_path)
             self.checkpoint = Checkpoint.load(self.config.checkpoint_path)
+            self._saved_checkpoint = None
             self.commit_log.files.load()
             self.consume_queues.load()
             self.index.load()
@@ -334,10 +337,16 @@ class MessageStore:
             checkpoint.logics_phys_offset = max(checkpoint.logics_phys_offset, dispatched)
             checkpoint.logics_msg_timestamp = max(checkpoint.logics_msg_timestamp, logics_ts)
             checkpoint.index_msg_timestamp = self.index.end_timestamp
+            values = (checkpoint.physic_msg_timestamp, checkpoint.logics_msg_timestamp,
+                      checkpoint.index_msg_timestamp, checkpoint.physic_offset, checkpoint.logics_phys_offset)
+            if values == self._saved_checkpoint:
+                return
             try:
                 checkpoint.save(self.config.checkpoint_path)
             except OSError:
                 log.exception("could not save checkpoint")
+            else:
+                self._saved_checkpoint = values
 
     def flush(self) -> None:
         """fsync the commit log, consume queues, index and checkpoint now."""

@@ -107,7 +107,6 @@ class SendMessageProcessor:
         self._random = random.Random()
         #: raw TAGS bytes -> tags code, for the batch path
         self._tags_codes: dict[bytes, int] = {}
-        self._store_host_hex = ("", b"")
 
     def register_to(self, server: RemotingServer) -> None:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
