@@ -321,10 +321,11 @@ class ClientRunner:
         return self._node(name, "alions_consumer.js", args + (["--broadcast"] if broadcast else []))
 
     def cpp_producer(self, name: str, namesrv: str, topic: str, group: str, messages: Path, *,
-                     orderly: bool = False, probe: bool = False) -> ClientProcess:
+                     orderly: bool = False, probe: bool = False, threads: int = 1) -> ClientProcess:
         args = ["--namesrv", namesrv, "--topic", topic, "--group", group, "--messages", str(messages)]
         args += ["--orderly"] if orderly else []
         args += ["--probe"] if probe else []
+        args += ["--threads", str(threads)] if threads > 1 else []
         return self._cpp(name, "cpp_producer.py", args)
 
     def cpp_consumer(self, name: str, namesrv: str, topic: str, group: str, *, broadcast: bool = False,

@@ -30,9 +30,12 @@ from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import (
     CreateTopicRequestHeader,
+    GetMaxOffsetRequestHeader,
+    GetMaxOffsetResponseHeader,
     GetRouteInfoRequestHeader,
     QueryConsumerOffsetRequestHeader,
     QueryConsumerOffsetResponseHeader,
+    UpdateConsumerOffsetRequestHeader,
 )
 
 if TYPE_CHECKING:  # fixtures come from this folder's conftest.py, which is not importable as a module
@@ -301,6 +304,41 @@ def query_committed_offsets(broker_addr: str, group: str, topic: str, queue_ids:
         return offsets
 
     return asyncio.run(query())
+
+
+def max_offsets(broker_addr: str, topic: str, queue_ids: Iterable[int]) -> dict[int, int]:
+    """GET_MAX_OFFSET for each queue (the offset the next message will get)."""
+
+    async def query() -> dict[int, int]:
+        offsets = {}
+        async with RemotingClient(name="interop-check") as client:
+            for queue_id in queue_ids:
+                header = GetMaxOffsetRequestHeader(topic=topic, queue_id=queue_id)
+                request = RemotingCommand.request(RequestCode.GET_MAX_OFFSET, header.to_ext_fields())
+                response = await client.invoke(broker_addr, request, timeout=5.0)
+                if response.code != ResponseCode.SUCCESS:
+                    pytest.fail(f"GET_MAX_OFFSET {topic}/{queue_id}: {response.describe()}", pytrace=False)
+                offsets[queue_id] = GetMaxOffsetResponseHeader.from_command(response).offset
+        return offsets
+
+    return asyncio.run(query())
+
+
+def commit_offsets(broker_addr: str, group: str, topic: str, offsets: dict[int, int]) -> None:
+    """UPDATE_CONSUMER_OFFSET for each queue (a new group then starts there, whatever its client's default)."""
+
+    async def update() -> None:
+        async with RemotingClient(name="interop-admin") as client:
+            for queue_id, offset in offsets.items():
+                header = UpdateConsumerOffsetRequestHeader(consumer_group=group, topic=topic, queue_id=queue_id,
+                                                           commit_offset=offset)
+                request = RemotingCommand.request(RequestCode.UPDATE_CONSUMER_OFFSET, header.to_ext_fields())
+                response = await client.invoke(broker_addr, request, timeout=5.0)
+                if response.code != ResponseCode.SUCCESS:
+                    pytest.fail(f"UPDATE_CONSUMER_OFFSET {group}/{topic}/{queue_id}: {response.describe()}",
+                                pytrace=False)
+
+    asyncio.run(update())
 
 
 def create_topic(cluster: DevCluster, topic: str, queues: int = 4, timeout: float = 15.0) -> None:
@@ -606,4 +644,44 @@ def test_restarted_consumer_resumes_from_committed_offset(
                    and e["offset"] < committed[e["queue_id"]]]
     if redelivered:
         problems.append(f"{len(redelivered)} committed messages delivered again after the restart")
+    assert_no_problems(problems)
+
+
+def test_cpp_send_sync_from_threads_then_both_push_consumers_drain_every_queue(
+    dev_cluster: DevCluster, clients: ClientRunner, tmp_path: Path
+) -> None:
+    """bench/client_bench.py's C++ phases, small: ``send_sync`` from 8 threads into 8 queues, then a
+    concurrent and an orderly C++ push consumer group whose offsets were committed at 0 first.
+
+    The bench once saw both groups "stall" at the same count: its sending threads had died on this
+    client's lock bug (see `send_with_retries` in clients/cpp_producer.py), so the topic held fewer
+    messages than it expected, and each group had consumed every one of them. Here every send must
+    be stored, and each group must get every message and commit each queue's max offset."""
+    topic = "InteropThreadedSend"
+    prefix = "thr"
+    count, queues = 4000, 8
+    create_topic(dev_cluster, topic, queues=queues)
+    groups = {"concurrent": "G_thr_concurrent", "orderly": "G_thr_orderly"}
+    for group in groups.values():
+        commit_offsets(dev_cluster.broker_addr, group, topic, dict.fromkeys(range(queues), 0))
+    specs = make_messages(prefix, count)
+    producer = clients.cpp_producer("cpp-threaded-producer", dev_cluster.namesrv_addr, topic, "P_threaded",
+                                    write_messages(tmp_path / "m.jsonl", specs), threads=8)
+    wait_for_producer(clients, producer)
+    sent = check_send_results(producer, specs)
+    stored = max_offsets(dev_cluster.broker_addr, topic, range(queues))
+    assert sum(stored.values()) == count, f"the topic holds {stored}, not {count} messages"
+
+    consumers = {mode: clients.cpp_consumer(f"cpp-{mode}", dev_cluster.namesrv_addr, topic, group,
+                                            orderly=mode == "orderly", props=CPP_CONSUMER_PROPS)
+                 for mode, group in groups.items()}
+    wait_for_receipts(clients, [Group(mode, False, [process]) for mode, process in consumers.items()], count)
+    clients.stop(*consumers.values())
+    print(f"\nthreaded send_sync: {len(producer.of('send_retry'))} sends retried by the application")
+    problems = []
+    for mode, process in consumers.items():
+        problems += check_receipts(mode, prefix, specs, sent, process.received(), cpp_consumer=True)
+        committed = query_committed_offsets(dev_cluster.broker_addr, groups[mode], topic, range(queues))
+        if committed != stored:
+            problems.append(f"{mode}: committed offsets {committed} != max offsets {stored}")
     assert_no_problems(problems)

@@ -10,6 +10,9 @@ probes to know that consumers have their queues before the real messages flow.
 
 Prints one JSON line per event on stdout: ``probe``, ``sent`` (index, status, msg_id, queue offset,
 queue_id when known, and the body, keys, tags and properties sent), ``error`` and finally ``done``.
+
+With ``--threads N`` the messages go out with ``send_sync`` from N threads (thread t sends every
+N-th message from the t-th), each send retried by the application as `send_with_retries` says.
 """
 
 from __future__ import annotations
@@ -28,9 +31,14 @@ from rocketmq.client import Message, Producer
 PROBE_TAGS = "rf-probe"
 
 
+_output_lock = threading.Lock()
+
+
 def emit(event: str, **fields: Any) -> None:
-    sys.stdout.write(json.dumps({"event": event, **fields}, ensure_ascii=False) + "\n")
-    sys.stdout.flush()
+    line = json.dumps({"event": event, **fields}, ensure_ascii=False) + "\n"
+    with _output_lock:
+        sys.stdout.write(line)
+        sys.stdout.flush()
 
 
 class QueueChooser:
@@ -82,6 +90,49 @@ def send_orderly(producer: Producer, message: Message, arg: int, chooser: QueueC
     raise AssertionError("unreachable")
 
 
+def send_with_retries(producer: Producer, message: Message, index: int) -> Any:
+    """``send_sync``, retried by the application when the client fails it before writing anything.
+
+    With several sending threads this client fails a send at once whenever another thread holds
+    its connection-table lock: ``try_lock_for`` in the wheel's librocketmq.so hands
+    ``pthread_mutex_timedlock`` a steady-clock deadline (seconds since boot) where CLOCK_REALTIME
+    is expected, so a contended lock times out immediately ("GetTransport of:... get timed_mutex
+    timeout" in its log; after its own 3 tries it raises "No route info of this topic")."""
+    for attempt in range(1, ORDERLY_ATTEMPTS + 1):
+        try:
+            return producer.send_sync(message)
+        except Exception as error:
+            if attempt == ORDERLY_ATTEMPTS:
+                raise
+            emit("send_retry", index=index, attempt=attempt, error=f"{type(error).__name__}: {error}"[:300])
+            time.sleep(0.02 * attempt)
+    raise AssertionError("unreachable")
+
+
+def send_from_threads(producer: Producer, topic: str, specs: list[dict[str, Any]], threads: int) -> None:
+    """``send_sync`` every spec from ``threads`` threads; raises the first failure once all stopped."""
+    failures: list[BaseException] = []
+
+    def work(first: int) -> None:
+        try:
+            for index in range(first, len(specs), threads):
+                spec = specs[index]
+                result = send_with_retries(producer, build_message(topic, spec), index)
+                emit("sent", index=index, status=result.status.name, msg_id=result.msg_id, offset=result.offset,
+                     queue_id=None, body=spec["body"], keys=" ".join(spec.get("keys", [])), tags=spec.get("tags"),
+                     props=spec.get("props", {}))
+        except BaseException as error:  # re-raised by send_from_threads
+            failures.append(error)
+
+    workers = [threading.Thread(target=work, args=(first,)) for first in range(threads)]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    if failures:
+        raise failures[0]
+
+
 def wait_for_go(go: threading.Event) -> None:
     for line in sys.stdin:
         if line.strip() == "go":
@@ -113,6 +164,7 @@ def main() -> int:
     parser.add_argument("--messages", required=True, help="JSON-lines file of messages to send")
     parser.add_argument("--orderly", action="store_true", help="send_orderly to queue shard %% queue count")
     parser.add_argument("--probe", action="store_true", help="send probe rounds until 'go' on stdin")
+    parser.add_argument("--threads", type=int, default=1, help="send_sync from this many threads")
     parser.add_argument("--probe-interval", type=float, default=0.3, help="seconds between probe rounds")
     parser.add_argument("--timeout-ms", type=int, default=5000, help="send timeout")
     parser.add_argument("--access-key", default=None, help="ACL access key (set_session_credentials)")
@@ -134,8 +186,10 @@ def main() -> int:
             go = threading.Event()
             threading.Thread(target=wait_for_go, args=(go,), daemon=True).start()
             send_probes(producer, args.topic, go, args.probe_interval)
+        if args.threads > 1:
+            send_from_threads(producer, args.topic, specs, args.threads)
         chooser = QueueChooser()
-        for index, spec in enumerate(specs):
+        for index, spec in enumerate(specs if args.threads <= 1 else []):
             message = build_message(args.topic, spec)
             if args.orderly:
                 result = send_orderly(producer, message, int(spec["shard"]), chooser, index)
