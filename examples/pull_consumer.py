@@ -20,7 +20,7 @@ import time
 
 from rocketflow import Message, Producer, PullConsumer
 from rocketflow.client.admin import Admin
-from rocketflow.client.errors import MQClientError, MQError
+from rocketflow.client.errors import MQError
 
 DEFAULT_NAMESRV = os.environ.get("ROCKETFLOW_NAMESRV", "127.0.0.1:9876")
 
@@ -28,20 +28,7 @@ DEFAULT_NAMESRV = os.environ.get("ROCKETFLOW_NAMESRV", "127.0.0.1:9876")
 def ensure_topic(namesrv: str, topic: str, queues: int = 4) -> None:
     """Create ``topic`` unless the name server already routes it, then wait for its route."""
     with Admin(namesrv) as admin:
-        try:
-            admin.topic_route(topic)
-            return
-        except MQClientError:
-            admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                admin.topic_route(topic)
-                return
-            except MQClientError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        admin.ensure_topic(topic, queues=queues)
 
 
 def main() -> int:

@@ -20,13 +20,12 @@ import argparse
 import json
 import os
 import sys
-import time
 import uuid
 from pathlib import Path
 
 from rocketflow import Message, Producer
 from rocketflow.client.admin import Admin
-from rocketflow.client.errors import MQClientError, MQError
+from rocketflow.client.errors import MQError
 
 DEFAULT_NAMESRV = os.environ.get("ROCKETFLOW_NAMESRV", "127.0.0.1:9876")
 STATES = ("create", "pay", "ship")
@@ -36,20 +35,7 @@ EVENT_SCHEMA = "order_id STRING, state STRING, amount_cents BIGINT"
 def ensure_topic(namesrv: str, topic: str, queues: int = 4) -> None:
     """Create ``topic`` unless the name server already routes it, then wait for its route."""
     with Admin(namesrv) as admin:
-        try:
-            admin.topic_route(topic)
-            return
-        except MQClientError:
-            admin.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues)
-        deadline = time.monotonic() + 15
-        while True:
-            try:
-                admin.topic_route(topic)
-                return
-            except MQClientError:
-                if time.monotonic() > deadline:
-                    raise
-                time.sleep(0.1)
+        admin.ensure_topic(topic, queues=queues)
 
 
 def current_end_offsets(namesrv: str, topic: str) -> str:

@@ -531,6 +531,24 @@ class Admin:
         config = TopicConfig(topic, read_queue_nums, write_queue_nums, perm, TopicFilterType.SINGLE_TAG, 0, order)
         return self._run(self._create_topic(config, cluster, broker_addr))
 
+    def ensure_topic(self, topic: str, *, queues: int = DEFAULT_QUEUE_NUMS, timeout: float = 15.0,
+                     **create_options: Any) -> TopicRouteData:
+        """The topic's route, creating the topic first (``queues`` read and write queues, other
+        `create_topic` options as keywords) when the name server does not route it yet; waits up to
+        ``timeout`` seconds for the brokers to register it."""
+        try:
+            return self.topic_route(topic)
+        except MQClientError:
+            self.create_topic(topic, read_queue_nums=queues, write_queue_nums=queues, **create_options)
+        deadline = time.monotonic() + timeout
+        while True:
+            try:
+                return self.topic_route(topic)
+            except MQClientError:
+                if time.monotonic() > deadline:
+                    raise
+                time.sleep(0.1)
+
     def update_topic(self, topic: str, *, cluster: str | None = None, broker_addr: str | None = None,
                      read_queue_nums: int | None = None, write_queue_nums: int | None = None,
                      perm: int | None = None, order: bool | None = None) -> list[str]:
