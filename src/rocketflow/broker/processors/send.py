@@ -10,7 +10,6 @@ from __future__ import annotations
 import asyncio
 import random
 import struct
-import time
 from collections.abc import Awaitable
 from concurrent.futures import Future
 from dataclasses import dataclass, field
@@ -248,7 +247,7 @@ class SendMessageProcessor:
                 properties[MessageConst.DELAY_TIME_LEVEL] = str(level)
                 topic = SCHEDULE_TOPIC
                 queue_id = level - 1
-                tags = time.time_ns() // 1_000_000 + delays[level - 1]
+                # its tags code (the deliver time) is set by the store, from the store timestamp
         try:
             properties_bytes = encode_properties_bytes(properties)
         except InvalidPropertyError as exc:
