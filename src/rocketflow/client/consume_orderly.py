@@ -46,6 +46,7 @@ from rocketflow.protocol.message import Message, MessageConst, MessageExt, Messa
 
 if TYPE_CHECKING:
     from rocketflow.client.push_consumer import PushConsumer
+    from rocketflow.client.stats import ConsumerStats
 
 logger = logging.getLogger("rocketflow.client.consume")
 
@@ -61,6 +62,25 @@ SUSPEND_MIN_MILLS: Final = 10
 SUSPEND_MAX_MILLS: Final = 30_000
 #: How long a consume thread waits for a dead-letter send (seconds).
 DLQ_SEND_WAIT: Final = 15.0
+#: Listener calls settled inline whose stats a consume loop keeps before recording them.
+STATS_FLUSH_CALLS: Final = 256
+
+
+class _CallTally:
+    """Stats of successful listener calls a consume loop settled inline, recorded in one go."""
+
+    __slots__ = ("calls", "ok", "rt_total")
+
+    def __init__(self) -> None:
+        self.calls = 0
+        self.ok = 0
+        self.rt_total = 0.0
+
+    def flush(self, stats: ConsumerStats, group: str, topic: str) -> None:
+        if self.calls:
+            stats.inc_consumed(group, topic, self.rt_total, self.ok, 0, self.calls)
+            self.calls = self.ok = 0
+            self.rt_total = 0.0
 
 
 class MessageQueueLock:
@@ -185,11 +205,17 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 return
             begin = time.monotonic()
             batch_size = self.consumer.settings.consume_message_batch_max_size
+            success = ConsumeOrderlyStatus.SUCCESS
+            stats = self.consumer.consumer_stats
+            update_offset = self.consumer.offset_store.update_offset
+            tally = _CallTally()
+            from_retry_topic = mq.topic == self.consumer.retry_topic
             while self._keep_going(pq, mq, begin):
                 msgs = pq.take_messages(batch_size)
                 if not msgs:
                     break
-                self.reset_retry_topic(msgs)
+                if from_retry_topic:
+                    self.reset_retry_topic(msgs)
                 context = ConsumeOrderlyContext(mq)
                 hook_context = self.hooks_before(mq, msgs)
                 started = time.monotonic()
@@ -208,6 +234,18 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                                    exc_info=True)
                 finally:
                     consume_lock.release()
+                if (result is success and error is None and hook_context is None and context.auto_commit is True
+                        and not pq.dropped):
+                    # the common outcome, settled inline: commit and go on
+                    tally.calls += 1
+                    tally.rt_total += (time.monotonic() - started) * 1000
+                    tally.ok += len(msgs)
+                    commit_offset = pq.commit()
+                    if commit_offset >= 0 and not pq.dropped:
+                        update_offset(mq, commit_offset, False)
+                    if tally.calls >= STATS_FLUSH_CALLS:
+                        tally.flush(stats, self.group, mq.topic)
+                    continue
                 status = self._after_listener(mq, msgs, result, error, started, hook_context)
                 dead_letter_sent: dict[int, bool] = {}
                 if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
@@ -215,6 +253,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                         dead_letter_sent[id(msg)] = self._send_to_dead_letter_blocking(msg)
                 if not self.process_consume_result(msgs, status, context, pq, mq, dead_letter_sent):
                     break
+            tally.flush(stats, self.group, mq.topic)
 
     async def _consume_async(self, pq: ProcessQueue, mq: MessageQueue) -> None:
         if pq.dropped:
@@ -228,11 +267,17 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 return
             begin = time.monotonic()
             batch_size = self.consumer.settings.consume_message_batch_max_size
+            success = ConsumeOrderlyStatus.SUCCESS
+            stats = self.consumer.consumer_stats
+            update_offset = self.consumer.offset_store.update_offset
+            tally = _CallTally()
+            from_retry_topic = mq.topic == self.consumer.retry_topic
             while self._keep_going(pq, mq, begin):
                 msgs = pq.take_messages(batch_size)
                 if not msgs:
                     break
-                self.reset_retry_topic(msgs)
+                if from_retry_topic:
+                    self.reset_retry_topic(msgs)
                 context = ConsumeOrderlyContext(mq)
                 hook_context = self.hooks_before(mq, msgs)
                 started = time.monotonic()
@@ -251,6 +296,18 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                                    exc_info=True)
                 finally:
                     consume_lock.release()
+                if (result is success and error is None and hook_context is None and context.auto_commit is True
+                        and not pq.dropped):
+                    # the common outcome, settled inline: commit and go on
+                    tally.calls += 1
+                    tally.rt_total += (time.monotonic() - started) * 1000
+                    tally.ok += len(msgs)
+                    commit_offset = pq.commit()
+                    if commit_offset >= 0 and not pq.dropped:
+                        update_offset(mq, commit_offset, False)
+                    if tally.calls >= STATS_FLUSH_CALLS:
+                        tally.flush(stats, self.group, mq.topic)
+                    continue
                 status = self._after_listener(mq, msgs, result, error, started, hook_context)
                 dead_letter_sent: dict[int, bool] = {}
                 if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
@@ -258,6 +315,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                         dead_letter_sent[id(msg)] = await self._send_to_dead_letter(msg)
                 if not self.process_consume_result(msgs, status, context, pq, mq, dead_letter_sent):
                     break
+            tally.flush(stats, self.group, mq.topic)
         finally:
             mq_lock.release()
 

@@ -307,14 +307,22 @@ class ProcessQueue:
         """
         batch = _as_batch(msgs)
         with self._lock:
+            tree = self._msg_tree_map
+            consuming = self._consuming_map
+            offset_max = self._queue_offset_max
+            added = size = 0
             for msg in batch:
                 offset = msg.queue_offset
-                if offset in self._msg_tree_map or offset in self._consuming_map:
+                if offset in tree or offset in consuming:
                     continue
-                self._msg_tree_map[offset] = msg
-                self._msg_count += 1
-                self._msg_size += len(msg.body)
-                self._queue_offset_max = max(self._queue_offset_max, offset)
+                tree[offset] = msg
+                added += 1
+                size += len(msg.body)
+                if offset > offset_max:
+                    offset_max = offset
+            self._msg_count += added
+            self._msg_size += size
+            self._queue_offset_max = offset_max
 
             dispatch_to_consume = False
             if self._msg_tree_map and not self._consuming:
@@ -338,13 +346,18 @@ class ProcessQueue:
         batch = _as_batch(msgs)
         with self._lock:
             self.last_consume_timestamp = self._clock()
-            if not self._msg_tree_map:
+            tree = self._msg_tree_map
+            if not tree:
                 return -1
+            pop = tree.pop
+            removed_count = removed_size = 0
             for msg in batch:
-                removed = self._msg_tree_map.pop(msg.queue_offset, None)
+                removed = pop(msg.queue_offset, None)
                 if removed is not None:
-                    self._msg_count -= 1
-                    self._msg_size -= len(removed.body)
+                    removed_count += 1
+                    removed_size += len(removed.body)
+            self._msg_count -= removed_count
+            self._msg_size -= removed_size
             self._reset_size_if_empty()
             if self._msg_tree_map:
                 return int(self._msg_tree_map.peekitem(0)[0])
@@ -387,14 +400,16 @@ class ProcessQueue:
 
         When there is nothing to take, ``consuming`` becomes False (the next put dispatches again).
         """
-        if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        if type(batch_size) is not int or batch_size < 1:
             raise ValueError(f"batch_size must be an int >= 1, got {batch_size!r}")
         with self._lock:
             self.last_consume_timestamp = self._clock()
+            tree = self._msg_tree_map
+            consuming = self._consuming_map
             taken: list[MessageExt] = []
-            while self._msg_tree_map and len(taken) < batch_size:
-                offset, msg = self._msg_tree_map.popitem(0)
-                self._consuming_map[offset] = msg
+            for _ in range(min(batch_size, len(tree))):
+                offset, msg = tree.popitem(0)
+                consuming[offset] = msg
                 taken.append(msg)
             if not taken:
                 self._consuming = False
@@ -406,12 +421,19 @@ class ProcessQueue:
         Returns -1 when nothing is being consumed (4.9.3 throws in that case).
         """
         with self._lock:
-            if not self._consuming_map:
+            consuming = self._consuming_map
+            held = len(consuming)
+            if not held:
                 return -1
-            last_offset = int(self._consuming_map.peekitem(-1)[0])
-            self._msg_count -= len(self._consuming_map)
-            self._msg_size -= sum(len(msg.body) for msg in self._consuming_map.values())
-            self._consuming_map.clear()
+            if held == 1:  # batch size 1, the default: popping the one entry is the cheapest
+                offset, msg = consuming.popitem()
+                last_offset = int(offset)
+                self._msg_size -= len(msg.body)
+            else:
+                last_offset = int(consuming.peekitem(-1)[0])
+                self._msg_size -= sum([len(msg.body) for msg in consuming.values()])
+                consuming.clear()
+            self._msg_count -= held
             self._reset_size_if_empty()
             return last_offset + 1
 

@@ -122,8 +122,8 @@ class ConsumerStats:
         self._lock = threading.Lock()
         self._series: dict[tuple[StatsKind, str, str], _Series] = {}
         self._pending: deque[tuple[StatsKind, str, str, float, float]] = deque()
-        #: One listener call each: (group, topic, time, consume RT in ms, messages OK, messages failed).
-        self._pending_consumed: deque[tuple[str, str, float, float, int, int]] = deque()
+        #: (group, topic, time, consume RT in ms summed over the calls, messages OK, messages failed, calls)
+        self._pending_consumed: deque[tuple[str, str, float, float, int, int, int]] = deque()
 
     def _add(self, kind: StatsKind, group: str, topic: str, value: float) -> None:
         pending = self._pending
@@ -161,18 +161,19 @@ class ConsumerStats:
         rt_kind, ok_kind, failed_kind = StatsKind.CONSUME_RT, StatsKind.CONSUME_OK_TPS, StatsKind.CONSUME_FAILED_TPS
         while consumed:
             try:
-                group, topic, at, rt, ok, failed = popleft_consumed()
+                group, topic, at, rt, ok, failed, calls = popleft_consumed()
             except IndexError:
                 break
             second = int(at)
-            for key, value in (((rt_kind, group, topic, second), rt), ((ok_kind, group, topic, second), ok),
-                               ((failed_kind, group, topic, second), failed)):
+            for key, value, count in (((rt_kind, group, topic, second), rt, calls),
+                                      ((ok_kind, group, topic, second), ok, 1),
+                                      ((failed_kind, group, topic, second), failed, 1)):
                 slot = sums.get(key)
                 if slot is None:
-                    sums[key] = [value, 1, at]
+                    sums[key] = [value, count, at]
                 else:
                     slot[0] += value
-                    slot[1] += 1
+                    slot[1] += count
         series_table = self._series
         for (kind, group, topic, second), (total, samples, first_at) in sums.items():
             series_key = (kind, group, topic)
@@ -198,10 +199,12 @@ class ConsumerStats:
     def inc_consume_failed_tps(self, group: str, topic: str, msgs: int) -> None:
         self._add(StatsKind.CONSUME_FAILED_TPS, group, topic, msgs)
 
-    def inc_consumed(self, group: str, topic: str, rt_ms: float, ok_msgs: int, failed_msgs: int) -> None:
-        """One listener call: `inc_consume_rt`, `inc_consume_ok_tps` and `inc_consume_failed_tps` in one go."""
+    def inc_consumed(self, group: str, topic: str, rt_ms: float, ok_msgs: int, failed_msgs: int,
+                     calls: int = 1) -> None:
+        """``calls`` listener calls that took ``rt_ms`` in all: `inc_consume_rt` (one sample a call),
+        `inc_consume_ok_tps` and `inc_consume_failed_tps` in one go."""
         pending = self._pending_consumed
-        pending.append((group, topic, self._clock(), rt_ms, ok_msgs, failed_msgs))
+        pending.append((group, topic, self._clock(), rt_ms, ok_msgs, failed_msgs, calls))
         if len(pending) >= self.FOLD_THRESHOLD:
             self._fold_by_writer()
 

@@ -90,16 +90,8 @@ _ENCODE_HEADS: Final = (
     struct.Struct(_head_format("8s", "20s")),
     struct.Struct(_head_format("20s", "20s")),
 )
-_DECODE_HEADS: Final = (
-    struct.Struct(_head_format("4si", "4si")),
-    struct.Struct(_head_format("16si", "4si")),
-    struct.Struct(_head_format("4si", "16si")),
-    struct.Struct(_head_format("16si", "16si")),
-)
-#: Position of the store host's IP in a record, per head variant.
-_STORE_HOST_POSITIONS: Final = tuple(
-    BORN_HOST_POSITION + born + 8 for born in (HOST_SIZE_V4, HOST_SIZE_V6, HOST_SIZE_V4, HOST_SIZE_V6)
-)
+#: Decoding reads the hosts packed (IP and port together), as encoding writes them.
+_DECODE_HEADS: Final = _ENCODE_HEADS
 _I16: Final = struct.Struct(">h")
 _I32_I32: Final = struct.Struct(">ii")
 _TOPIC_LENGTH_BYTES: Final = tuple(bytes((length,)) for length in range(MAX_TOPIC_BYTES + 1))
@@ -262,10 +254,10 @@ def _describe_bad_start(data: bytes | bytearray | memoryview, pos: int, origin: 
     return f"truncated record at position {where}: only {available} bytes left"
 
 
-# Small caches of decoded topics and IP texts: a pull body or a store scan repeats the same few.
+# Small caches of decoded topics and hosts: a pull body or a store scan repeats the same few.
 _CACHE_LIMIT: Final = 4096
 _topic_cache: dict[bytes, str] = {}
-_ip_cache: dict[bytes, str] = {}
+_host_cache: dict[bytes, tuple[str, int]] = {}
 
 
 def _topic_text(raw: bytes) -> str:
@@ -278,14 +270,15 @@ def _topic_text(raw: bytes) -> str:
     return text
 
 
-def _host_text(raw: bytes) -> str:
-    text = _ip_cache.get(raw)
-    if text is None:
-        text = _ip_text(raw)
-        if len(_ip_cache) >= _CACHE_LIMIT:
-            _ip_cache.clear()
-        _ip_cache[raw] = text
-    return text
+def _host_pair(packed: bytes) -> tuple[str, int]:
+    """(IP text, port) of a host packed as records store it (IP bytes, then a 4-byte port)."""
+    host = _host_cache.get(packed)
+    if host is None:
+        host = (_ip_text(packed[:-4]), int.from_bytes(packed[-4:], "big", signed=True))
+        if len(_host_cache) >= _CACHE_LIMIT:
+            _host_cache.clear()
+        _host_cache[packed] = host
+    return host
 
 
 def decode_record(
@@ -339,11 +332,9 @@ def _decode_bytes(
         commit_log_offset,
         sys_flag,
         born_timestamp,
-        born_ip,
-        born_port,
+        born_packed,
         store_timestamp,
-        store_ip,
-        store_port,
+        store_packed,
         reconsume_times,
         prepared_transaction_offset,
         body_len,
@@ -400,7 +391,6 @@ def _decode_bytes(
             sys_flag &= ~_COMPRESSED
     else:
         body = b""
-    store_host_position = pos + _STORE_HOST_POSITIONS[variant]
 
     # Built without __init__ (which copies and re-checks every field): decoding is the hot path.
     # tests/unit/test_record_codec.py checks that every slot gets set.
@@ -414,17 +404,16 @@ def _decode_bytes(
     msg.commit_log_offset = commit_log_offset
     msg.sys_flag = sys_flag
     msg.born_timestamp = born_timestamp
-    msg.born_host = (_host_text(born_ip), born_port)
+    host = _host_cache.get(born_packed)
+    msg.born_host = host if host is not None else _host_pair(born_packed)
     msg.store_timestamp = store_timestamp
-    msg.store_host = (_host_text(store_ip), store_port)
+    host = _host_cache.get(store_packed)
+    msg.store_host = host if host is not None else _host_pair(store_packed)
     msg.reconsume_times = reconsume_times
     msg.prepared_transaction_offset = prepared_transaction_offset
     msg.body_crc = stored_crc
     msg.store_size = total_size
-    msg.msg_id = (
-        data[store_host_position:body_start - 16]  # reconsumeTimes, prepared offset, bodyLen follow
-        + data[pos + COMMIT_LOG_OFFSET_POSITION:pos + SYS_FLAG_POSITION]
-    ).hex().upper()
+    msg.msg_id = (store_packed + data[pos + COMMIT_LOG_OFFSET_POSITION:pos + SYS_FLAG_POSITION]).hex().upper()
     msg.broker_name = ""
     return msg, record_end
 

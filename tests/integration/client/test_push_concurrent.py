@@ -432,3 +432,37 @@ def test_tag_subscriptions_filter_messages(cluster: DevCluster, producer: Produc
     recorder.wait_for(3)
     time.sleep(0.5)
     assert sorted(recorder.keys()) == ["tag-a-0", "tag-a-0", "tag-b-0"]
+
+
+def test_a_slow_listener_keeps_every_consume_thread_busy(cluster: DevCluster, producer: Producer,
+                                                         consumers: list[PushConsumer]) -> None:
+    """Calls are bundled only for fast listeners: one that blocks gets a consume request per call, so
+    messages of one pulled batch run in parallel on the pool as in RocketMQ."""
+    make_topic(cluster, "PushSlowT", 1)
+    lock = threading.Lock()
+    running = [0]
+    most = [0]
+    recorder = Recorder()
+
+    def listener(msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+        time.sleep(0.2)
+        with lock:
+            running[0] -= 1
+        recorder.record(msgs, context.message_queue)
+        return SUCCESS
+
+    consumer = new_consumer(cluster, "cg_push_slow", "push-slow", consume_from=FIRST, consume_thread_max=20)
+    consumer.subscribe("PushSlowT")
+    consumer.register_concurrent_listener(listener)
+    consumer.start()
+    consumers.append(consumer)
+    send(producer, "PushSlowT", 3, prefix="warm")
+    recorder.wait_for(3)
+    most[0] = 0
+    assert consumer.consume_service.bundle_size(32) == 1
+    send(producer, "PushSlowT", 40)
+    recorder.wait_for(43, timeout=20)
+    assert most[0] >= 10, most[0]

@@ -334,3 +334,38 @@ def test_ack_index_and_delay_level_when_next_consume(cluster: DevCluster, produc
         wait_until(lambda: dead() == ["a4", "a5"] or dead() == ["a4"], timeout=10)
     # a4 (and a5 if it shared a4's batch) went to the DLQ, never retried
     assert not [d for d in recorder.snapshot() if d.key == "a4" and d.reconsume_times > 0]
+
+
+def test_bundled_listener_calls_each_keep_their_own_status(
+        cluster: DevCluster, producer: Producer, consumers: list[PushConsumer]) -> None:
+    """A fast listener's calls run several to a consume request, but each call still gets one message
+    (the batch size) and its own status: the one failure is retried alone, the rest commit."""
+    make_topic(cluster, "PushBundleT", 1)
+    send(producer, "PushBundleT", 200, prefix="b")
+    recorder = Recorder()
+    sizes: list[int] = []
+
+    def listener(msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        sizes.append(len(msgs))
+        recorder.record(msgs, context.message_queue)
+        if msgs[0].keys == "b150" and msgs[0].reconsume_times == 0:
+            return ConsumeConcurrentlyStatus.RECONSUME_LATER
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    consumer = new_consumer(cluster, "cg_push_bundle", "push-bundle", consume_from=FIRST)
+    consumer.subscribe("PushBundleT")
+    consumer.register_concurrent_listener(listener)
+    consumer.start()
+    consumers.append(consumer)
+    recorder.wait_for(201, timeout=15)
+    service = consumer.consume_service
+    assert service.bundle_size(32) > 1          # measured fast: calls are bundled
+    assert set(sizes) == {1}
+    deliveries = recorder.snapshot()
+    assert sorted(d.key for d in deliveries if d.reconsume_times == 0) == sorted(f"b{i}" for i in range(200))
+    retried = [d for d in deliveries if d.reconsume_times > 0]
+    assert [(d.key, d.topic) for d in retried] == [("b150", "PushBundleT")]
+    totals = consumer.consumer_stats.totals("cg_push_bundle", "PushBundleT")
+    assert (totals.consume_ok_msgs, totals.consume_failed_msgs, totals.consume_calls) == (199, 1, 200)
+    mq = mq_of(cluster, "PushBundleT")
+    wait_until(lambda: consumer.committed_offsets("PushBundleT") == {mq: 200})
