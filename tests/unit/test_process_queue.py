@@ -598,3 +598,16 @@ TestConcurrentModel = ConcurrentModel.TestCase
 TestConcurrentModel.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
 TestOrderlyModel = OrderlyModel.TestCase
 TestOrderlyModel.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)
+
+
+def test_commit_below_finishes_only_the_messages_before_an_offset(pq: ProcessQueue) -> None:
+    pq.put_messages([msg(offset, b"x" * (offset + 1)) for offset in range(10, 16)])
+    taken = pq.take_messages(6)
+    assert [m.queue_offset for m in taken] == [10, 11, 12, 13, 14, 15]
+    assert pq.commit_below(10) == -1                       # nothing below the first
+    assert pq.commit_below(13) == 13                       # 10, 11, 12 finished
+    assert pq.msg_count == 3 and pq.msg_size == 14 + 15 + 16
+    pq.make_message_to_consume_again(taken[4:])            # 14, 15 go back untouched
+    assert pq.commit() == 14                               # 13 alone was still being consumed
+    assert [m.queue_offset for m in pq.take_messages(5)] == [14, 15]
+    assert pq.commit() == 16 and pq.msg_count == 0 and pq.msg_size == 0

@@ -182,6 +182,8 @@ class ConsumeMessageService(ABC):
         self._tasks: set[asyncio.Task[Any]] = set()
         self._background: set[asyncio.Task[Any]] = set()
         self._semaphore: asyncio.Semaphore | None = None
+        #: the listener's average call time in seconds (None until measured)
+        self._call_seconds: float | None = None
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -355,6 +357,32 @@ class ConsumeMessageService(ABC):
         executor.submit(call)
         return await future
 
+    # ------------------------------------------------------------------ bundling fast listener calls
+
+    #: Calls made one after the other by one consume request should take about this long (see `bundle_size`).
+    bundle_time: float = 0.001
+
+    def bundle_size(self, calls: int) -> int:
+        """How many listener calls (of up to ``consume_message_batch_max_size`` messages each) to make in a row.
+
+        RocketMQ hands every batch to the pool on its own (concurrent) or takes, locks and commits
+        around every call (orderly). Each call here still gets its own batch, context and status,
+        but that per-call machinery costs ~10 us of GIL-bound work: far more than a fast listener.
+        So up to ``calls`` consecutive calls share one consume request (concurrent) or one hold of
+        the consume lock (orderly) while the listener's average call time says they finish within
+        `bundle_time`; a slow listener (or one not measured yet) gets one call at a time, keeping
+        every consume thread busy in parallel as RocketMQ does.
+        """
+        average = self._call_seconds
+        if average is None or calls <= 1:
+            return 1
+        return max(1, min(calls, int(self.bundle_time / max(average, 1e-7))))
+
+    def _note_call_seconds(self, seconds: float) -> None:
+        # a moving average of the requests' mean call time; racing updates from threads only lose a sample
+        average = self._call_seconds
+        self._call_seconds = seconds if average is None else average * 0.9 + seconds * 0.1
+
     # ------------------------------------------------------------------ hooks and results
 
     def hooks_before(self, mq: MessageQueue, msgs: list[MessageExt]) -> ConsumeMessageContext | None:
@@ -411,13 +439,8 @@ class ConsumeMessageService(ABC):
 class ConsumeMessageConcurrentlyService(ConsumeMessageService):
     """Concurrent consumption of a push consumer (RocketMQ's ``ConsumeMessageConcurrentlyService``)."""
 
-    #: A bundle of requests should finish within this many seconds (see `bundle_size`).
-    bundle_time: float = 0.001
-
     def __init__(self, consumer: PushConsumer, listener: Callable[..., Any]) -> None:
         super().__init__(consumer, listener, "concurrent")
-        #: the listener's average call time in seconds (None until the first call)
-        self._call_seconds: float | None = None
 
     async def start_on_loop(self) -> None:
         await super().start_on_loop()
@@ -435,26 +458,6 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             return
         for start in range(0, len(msgs), per_request):
             self._submit(ConsumeRequest(msgs[start:start + per_request], process_queue, message_queue))
-
-    def bundle_size(self, calls: int) -> int:
-        """How many listener calls (of up to ``consume_message_batch_max_size`` messages) one request makes.
-
-        RocketMQ hands every batch to the pool on its own. Each call here still gets its own
-        batch, context and status, but handing work to a consume thread costs ~10 us of GIL-bound
-        work (queue, wake-up, bookkeeping): far more than a fast listener. So consecutive calls are
-        bundled into one request while the listener's average call time says the request finishes
-        within `bundle_time`; a slow listener (or one not measured yet) gets one call per request,
-        keeping every consume thread busy in parallel as RocketMQ does.
-        """
-        average = self._call_seconds
-        if average is None or calls <= 1:
-            return 1
-        return max(1, min(calls, int(self.bundle_time / max(average, 1e-7))))
-
-    def _note_call_seconds(self, seconds: float) -> None:
-        # a moving average of the requests' mean call time; racing updates from threads only lose a sample
-        average = self._call_seconds
-        self._call_seconds = seconds if average is None else average * 0.9 + seconds * 0.1
 
     def _submit(self, request: ConsumeRequest) -> None:
         if self.is_async:

@@ -29,7 +29,7 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
 from rocketflow.client.consume_concurrently import ConsumeMessageService
 from rocketflow.client.consume_context import (
@@ -206,46 +206,58 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
             begin = time.monotonic()
             batch_size = self.consumer.settings.consume_message_batch_max_size
             success = ConsumeOrderlyStatus.SUCCESS
-            stats = self.consumer.consumer_stats
             update_offset = self.consumer.offset_store.update_offset
             tally = _CallTally()
             from_retry_topic = mq.topic == self.consumer.retry_topic
+            hooks = self.consumer.hooks
             while self._keep_going(pq, mq, begin):
-                msgs = pq.take_messages(batch_size)
-                if not msgs:
-                    break
-                if from_retry_topic:
-                    self.reset_retry_topic(msgs)
-                context = ConsumeOrderlyContext(mq)
-                hook_context = self.hooks_before(mq, msgs)
-                started = time.monotonic()
-                result: object = None
-                error: BaseException | None = None
-                consume_lock = pq.consume_lock
-                consume_lock.acquire()
-                try:
-                    if pq.dropped:
-                        logger.info("%s: %s was dropped; stop consuming it", self.group, mq)
+                calls = self.bundle_size(STATS_FLUSH_CALLS) if not hooks else 1
+                hook_context: ConsumeMessageContext | None = None
+                if calls > 1:
+                    leftover = self._consume_bundle_sync(pq, mq, batch_size, calls, tally, from_retry_topic)
+                    if leftover is None:
+                        if tally.calls >= STATS_FLUSH_CALLS:
+                            self._flush_tally(tally, mq)
+                        continue
+                    if leftover is False:
                         break
-                    result = self.listener(list(msgs), context)
-                except Exception as exc:
-                    error = exc
-                    logger.warning("%s: orderly listener raised for %s (%d messages)", self.group, mq, len(msgs),
-                                   exc_info=True)
-                finally:
-                    consume_lock.release()
-                if (result is success and error is None and hook_context is None and context.auto_commit is True
-                        and not pq.dropped):
-                    # the common outcome, settled inline: commit and go on
-                    tally.calls += 1
-                    tally.rt_total += (time.monotonic() - started) * 1000
-                    tally.ok += len(msgs)
-                    commit_offset = pq.commit()
-                    if commit_offset >= 0 and not pq.dropped:
-                        update_offset(mq, commit_offset, False)
-                    if tally.calls >= STATS_FLUSH_CALLS:
-                        tally.flush(stats, self.group, mq.topic)
-                    continue
+                    msgs, context, result, error, started = leftover
+                else:
+                    msgs = pq.take_messages(batch_size)
+                    if not msgs:
+                        break
+                    if from_retry_topic:
+                        self.reset_retry_topic(msgs)
+                    context = ConsumeOrderlyContext(mq)
+                    hook_context = self.hooks_before(mq, msgs)
+                    started = time.monotonic()
+                    result = None
+                    error = None
+                    consume_lock = pq.consume_lock
+                    consume_lock.acquire()
+                    try:
+                        if pq.dropped:
+                            logger.info("%s: %s was dropped; stop consuming it", self.group, mq)
+                            break
+                        result = self.listener(list(msgs), context)
+                    except Exception as exc:
+                        error = exc
+                        logger.warning("%s: orderly listener raised for %s (%d messages)", self.group, mq, len(msgs),
+                                       exc_info=True)
+                    finally:
+                        consume_lock.release()
+                    if (result is success and error is None and hook_context is None
+                            and context.auto_commit is True and not pq.dropped):
+                        # the common outcome, settled inline: commit and go on
+                        tally.calls += 1
+                        tally.rt_total += (time.monotonic() - started) * 1000
+                        tally.ok += len(msgs)
+                        commit_offset = pq.commit()
+                        if commit_offset >= 0 and not pq.dropped:
+                            update_offset(mq, commit_offset, False)
+                        if tally.calls >= STATS_FLUSH_CALLS:
+                            self._flush_tally(tally, mq)
+                        continue
                 status = self._after_listener(mq, msgs, result, error, started, hook_context)
                 dead_letter_sent: dict[int, bool] = {}
                 if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
@@ -253,7 +265,73 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                         dead_letter_sent[id(msg)] = self._send_to_dead_letter_blocking(msg)
                 if not self.process_consume_result(msgs, status, context, pq, mq, dead_letter_sent):
                     break
-            tally.flush(stats, self.group, mq.topic)
+            self._flush_tally(tally, mq)
+
+    def _flush_tally(self, tally: _CallTally, mq: MessageQueue) -> None:
+        if tally.calls:
+            self._note_call_seconds(tally.rt_total / tally.calls / 1000)
+        tally.flush(self.consumer.consumer_stats, self.group, mq.topic)
+
+    def _consume_bundle_sync(self, pq: ProcessQueue, mq: MessageQueue, batch_size: int, calls: int,
+                             tally: _CallTally, from_retry_topic: bool,
+                             ) -> tuple[list[MessageExt], ConsumeOrderlyContext, object, BaseException | None,
+                                        float] | Literal[False] | None:
+        """Up to ``calls`` listener calls in a row under one hold of the consume lock (a fast listener).
+
+        Each call gets its own batch and context, exactly as one round of the loop would. Successful
+        auto-commit calls are committed together before the lock is released, so a rebalance sees the
+        same offsets as after calls one by one. Returns None when every call succeeded, False when the
+        loop must stop (nothing to take, queue dropped), or the first call that needs the full
+        treatment, as (msgs, context, result, error, start time): what came before it is committed,
+        what follows it is handed back to the process queue untouched, to be taken again.
+        """
+        taken = pq.take_messages(batch_size * calls)
+        if not taken:
+            return False
+        if from_retry_topic:
+            self.reset_retry_topic(taken)
+        success = ConsumeOrderlyStatus.SUCCESS
+        listener = self.listener
+        update_offset = self.consumer.offset_store.update_offset
+        settled = 0
+        consume_lock = pq.consume_lock
+        consume_lock.acquire()
+        try:
+            for start in range(0, len(taken), batch_size):
+                if pq.dropped:
+                    logger.info("%s: %s was dropped; stop consuming it", self.group, mq)
+                    return False
+                msgs = taken[start:start + batch_size]
+                context = ConsumeOrderlyContext(mq)
+                started = time.monotonic()
+                result: object = None
+                error: BaseException | None = None
+                try:
+                    result = listener(list(msgs), context)
+                except Exception as exc:
+                    error = exc
+                    logger.warning("%s: orderly listener raised for %s (%d messages)", self.group, mq, len(msgs),
+                                   exc_info=True)
+                if result is success and error is None and context.auto_commit is True:
+                    tally.calls += 1
+                    tally.rt_total += (time.monotonic() - started) * 1000
+                    tally.ok += len(msgs)
+                    settled = start + len(msgs)
+                    continue
+                rest = taken[start + len(msgs):]
+                if rest:
+                    pq.make_message_to_consume_again(rest)
+                if settled:
+                    commit_offset = pq.commit_below(msgs[0].queue_offset)
+                    if commit_offset >= 0 and not pq.dropped:
+                        update_offset(mq, commit_offset, False)
+                return msgs, context, result, error, started
+            commit_offset = pq.commit()
+            if commit_offset >= 0 and not pq.dropped:
+                update_offset(mq, commit_offset, False)
+            return None
+        finally:
+            consume_lock.release()
 
     async def _consume_async(self, pq: ProcessQueue, mq: MessageQueue) -> None:
         if pq.dropped:
@@ -268,7 +346,6 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
             begin = time.monotonic()
             batch_size = self.consumer.settings.consume_message_batch_max_size
             success = ConsumeOrderlyStatus.SUCCESS
-            stats = self.consumer.consumer_stats
             update_offset = self.consumer.offset_store.update_offset
             tally = _CallTally()
             from_retry_topic = mq.topic == self.consumer.retry_topic
@@ -306,7 +383,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                     if commit_offset >= 0 and not pq.dropped:
                         update_offset(mq, commit_offset, False)
                     if tally.calls >= STATS_FLUSH_CALLS:
-                        tally.flush(stats, self.group, mq.topic)
+                        self._flush_tally(tally, mq)
                     continue
                 status = self._after_listener(mq, msgs, result, error, started, hook_context)
                 dead_letter_sent: dict[int, bool] = {}
@@ -315,7 +392,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                         dead_letter_sent[id(msg)] = await self._send_to_dead_letter(msg)
                 if not self.process_consume_result(msgs, status, context, pq, mq, dead_letter_sent):
                     break
-            tally.flush(stats, self.group, mq.topic)
+            self._flush_tally(tally, mq)
         finally:
             mq_lock.release()
 

@@ -437,6 +437,23 @@ class ProcessQueue:
             self._reset_size_if_empty()
             return last_offset + 1
 
+    def commit_below(self, offset: int) -> int:
+        """Finish the messages being consumed whose offsets are below ``offset``; return the largest + 1.
+
+        What `commit` would have returned before the message at ``offset`` was taken (-1 when none is below).
+        """
+        with self._lock:
+            consuming = self._consuming_map
+            below = list(consuming.irange(maximum=offset, inclusive=(True, False)))
+            if not below:
+                return -1
+            for key in below:
+                msg = consuming.pop(key)
+                self._msg_size -= len(msg.body)
+            self._msg_count -= len(below)
+            self._reset_size_if_empty()
+            return int(below[-1]) + 1
+
     def rollback(self) -> None:
         """Put every message being consumed back among the pulled ones."""
         with self._lock:

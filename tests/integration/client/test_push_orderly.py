@@ -248,3 +248,48 @@ def test_a_long_consume_loop_yields_and_resumes(cluster: DevCluster, producer: P
     # the loop gave up the thread every few messages and was resubmitted 10 ms later
     pauses = [later.start - earlier.end for earlier, later in pairwise(calls)]
     assert sum(1 for pause in pauses if pause >= 0.008) >= 5
+
+
+def test_fast_orderly_calls_made_in_a_row_settle_like_calls_one_by_one(
+        cluster: DevCluster, producer: Producer, consumers: list[PushConsumer]) -> None:
+    """A fast listener's calls run several to a hold of the consume lock. A call that does not simply
+    succeed (SUSPEND, manual ROLLBACK) is settled as it would be alone: what came before it is
+    committed, what was taken after it goes back untouched, and the retry happens in place, in order."""
+    make_topic(cluster, "PushOrderBundleT", 1)
+    seen: list[tuple[str, int, int]] = []
+    committed_at: dict[tuple[str, int], int] = {}
+    mq = MessageQueue("PushOrderBundleT", cluster.broker_config.broker_name, 0)
+    consumer = new_consumer(cluster, "cg_push_order_bundle", "push-order-bundle", consume_from=FIRST,
+                            suspend_current_queue_time_millis=100, **FAST_ORDERLY)
+
+    def listener(msgs: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        key, times = msgs[0].keys or "", msgs[0].reconsume_times
+        seen.append((key, times, len(msgs)))
+        committed_at[(key, len([k for k, _, _ in seen if k == key]))] = consumer.committed_offsets(
+            "PushOrderBundleT").get(mq, -1)
+        if key == "b150" and times == 0:
+            return ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT
+        if key == "b220":
+            context.auto_commit = False
+            if [k for k, _, _ in seen].count("b220") == 1:
+                return ConsumeOrderlyStatus.ROLLBACK
+        return SUCCESS
+
+    consumer.subscribe("PushOrderBundleT")
+    consumer.register_orderly_listener(listener)
+    consumer.start()
+    consumers.append(consumer)
+    send(producer, "PushOrderBundleT", 60, prefix="w")
+    wait_until(lambda: consumer.committed_offsets("PushOrderBundleT") == {mq: 60})
+    assert consumer.consume_service.bundle_size(256) > 1     # measured fast: calls are made in a row
+    send(producer, "PushOrderBundleT", 300, prefix="b")
+    wait_until(lambda: consumer.committed_offsets("PushOrderBundleT") == {mq: 360}, timeout=20)
+    wave = [(key, times) for key, times, _ in seen if key.startswith("b")]
+    expected = ([(f"b{i}", 0) for i in range(151)] + [("b150", 1)] + [(f"b{i}", 0) for i in range(151, 221)]
+                + [("b220", 0)] + [(f"b{i}", 0) for i in range(221, 300)])
+    assert wave == expected
+    assert {size for _, _, size in seen} == {1}
+    assert committed_at[("b150", 2)] == 60 + 150         # b0..b149 were committed before the retry
+    assert committed_at[("b221", 1)] == 60 + 220         # b220's second (manual) SUCCESS commits nothing
+    with admin(cluster) as instance:
+        wait_until(lambda: broker_offset(instance, "cg_push_order_bundle", mq) == 360)
