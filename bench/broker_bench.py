@@ -298,7 +298,8 @@ async def ours_pull_latency(client: RemotingClient, addr: str, per_queue: list[i
 
 
 class Profiler:
-    """py-spy sampling the broker during one phase (collapsed stacks), when a profile dir is given."""
+    """py-spy sampling the broker during one phase (collapsed stacks of the thread holding the GIL), when a
+    profile dir is given."""
 
     def __init__(self, directory: Path | None, name: str, pid: int) -> None:
         self.proc: subprocess.Popen[bytes] | None = None
@@ -306,7 +307,7 @@ class Profiler:
             return
         binary = shutil.which("py-spy") or str(Path(sys.executable).parent / "py-spy")
         directory.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([binary, "record", "--pid", str(pid), "--format", "raw", "--rate", "250",
+        self.proc = subprocess.Popen([binary, "record", "--pid", str(pid), "--format", "raw", "--rate", "1000", "--gil",
                                       "--nonblocking", "--output", str(directory / f"{name}.txt")],
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         time.sleep(0.5)  # let it attach before the phase starts

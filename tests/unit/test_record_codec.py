@@ -371,6 +371,47 @@ def test_decode_records_of_a_pull_body(drawn: list[tuple[MessageExt, bytes]]) ->
     assert b"".join(encode_record(msg) for msg in stored) == body
 
 
+def _one_by_one(body: bytes) -> list[MessageExt]:
+    messages, pos = [], 0
+    while pos < len(body):
+        msg, pos = decode_record(body, pos)
+        messages.append(msg)
+    return messages
+
+
+def _fields(msg: MessageExt) -> tuple[object, ...]:
+    return tuple(getattr(msg, name) for name in ("topic", "body", "flag", "properties", "queue_id", "queue_offset",
+                                                 "commit_log_offset", "sys_flag", "born_timestamp", "born_host",
+                                                 "store_timestamp", "store_host", "reconsume_times",
+                                                 "prepared_transaction_offset", "body_crc", "store_size", "msg_id",
+                                                 "broker_name"))
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(stored_messages(), min_size=1, max_size=4), st.data())
+def test_decode_records_matches_decode_record_one_by_one_even_on_damaged_bodies(
+        drawn: list[tuple[MessageExt, bytes]], data: st.DataObject) -> None:
+    """The pull-body loop takes the same records, fields and errors as `decode_record` at each position."""
+    body = bytearray(b"".join(encode_record(msg) for msg, _ in drawn))
+    for _ in range(data.draw(st.integers(0, 3))):
+        position = data.draw(st.integers(0, len(body) - 1))
+        body[position] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        del body[data.draw(st.integers(0, len(body) - 1)):]
+    try:
+        expected: list[MessageExt] | str = _one_by_one(bytes(body))
+    except RecordDecodeError as exc:
+        expected = str(exc)
+    try:
+        got: list[MessageExt] | str = decode_records(bytes(body))
+    except RecordDecodeError as exc:
+        got = str(exc)
+    if isinstance(expected, str) or isinstance(got, str):
+        assert got == expected
+    else:
+        assert [_fields(msg) for msg in got] == [_fields(msg) for msg in expected]
+
+
 def test_decode_records_empty() -> None:
     assert decode_records(b"") == []
 

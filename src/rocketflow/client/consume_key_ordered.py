@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import asyncio
 import enum
+import functools
 import logging
 import threading
 import time
@@ -54,9 +55,11 @@ from typing import TYPE_CHECKING, Any, Final, TypeAlias
 from rocketflow.client.config import KeyOrderedConfig
 from rocketflow.client.consume_context import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rocketflow.client.consume_orderly import (
+    STATS_FLUSH_CALLS,
     SUSPEND_MAX_MILLS,
     SUSPEND_MIN_MILLS,
     TRY_LOCK_LATER_AT_ENTRY_MILLS,
+    CallTally,
     ConsumeMessageOrderlyService,
 )
 from rocketflow.client.process_queue import ProcessQueue
@@ -292,29 +295,40 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
                 key = state.ready.popleft()
                 state.running.add(key)
                 started.append((key, state.pending[key].popleft()))
-        for key, msg in started:
-            if self.is_async:
+        if self.is_async:
+            for key, msg in started:
                 self._run_task(self._run_keys_async(state, key, msg))
-            else:
-                self._run_in_pool(self._run_keys_sync, state, key, msg)
+            return
+        # a fast listener's keys go to a worker several at a time (see `bundle_size`)
+        per_worker = self.bundle_size(len(started))
+        for start in range(0, len(started), per_worker):
+            self._run_in_pool(self._run_keys_sync, state, started[start:start + per_worker])
 
     # ------------------------------------------------------------------ running keys
 
-    def _run_keys_sync(self, state: _QueueState, key: MessageKey, msg: MessageExt) -> None:
-        """Consume ``msg``, then whichever key is ready next (one pool call serves keys until none is)."""
+    def _run_keys_sync(self, state: _QueueState, batch: list[tuple[MessageKey, MessageExt]]) -> None:
+        """Consume the head message of each key of ``batch`` (distinct keys, one after the other), then
+        whichever keys are ready next: one pool call serves keys until none is ready."""
         begin = time.monotonic()
-        item: tuple[MessageKey, MessageExt] | None = (key, msg)
-        while item is not None:
-            key, msg = item
-            if not self._may_start(state.process_queue):
-                item = self._finish(state, key, msg, _Outcome.SKIPPED, -1)
-                continue
-            context = self._context(state, key)
-            outcome = self._consume_one_sync(state, msg, context)
-            item = self._finish(state, key, msg, outcome, context.suspend_current_queue_time_millis)
-            if item is not None and time.monotonic() - begin > KEY_RUN_SLICE:
-                self._run_in_pool(self._run_keys_sync, state, *item)
-                return
+        pq = state.process_queue
+        tally = CallTally()
+        try:
+            while batch:
+                settled: list[tuple[MessageKey, MessageExt, _Outcome, int]] = []
+                lock_valid = self._lock_valid(pq)  # once a batch: its calls follow each other within ~bundle_time
+                for key, msg in batch:
+                    if pq.dropped or self._stopped or not lock_valid:
+                        settled.append((key, msg, _Outcome.SKIPPED, -1))
+                        continue
+                    context = self._context(state, key)
+                    outcome = self._consume_one_sync(state, msg, context, tally)
+                    settled.append((key, msg, outcome, context.suspend_current_queue_time_millis))
+                batch = self._finish_many(state, settled, self.bundle_size(self.max_in_flight_per_queue))
+                if batch and time.monotonic() - begin > KEY_RUN_SLICE:
+                    self._run_in_pool(self._run_keys_sync, state, batch)
+                    return
+        finally:
+            self._flush_tally(tally, state.message_queue)
 
     async def _run_keys_async(self, state: _QueueState, key: MessageKey, msg: MessageExt) -> None:
         begin = time.monotonic()
@@ -335,20 +349,31 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
     def _context(state: _QueueState, key: MessageKey) -> ConsumeKeyOrderedContext:
         return ConsumeKeyOrderedContext(state.message_queue, key=key if isinstance(key, str) else None)
 
-    def _consume_one_sync(self, state: _QueueState, msg: MessageExt, context: ConsumeKeyOrderedContext) -> _Outcome:
+    def _consume_one_sync(self, state: _QueueState, msg: MessageExt, context: ConsumeKeyOrderedContext,
+                          tally: CallTally) -> _Outcome:
         mq = state.message_queue
         msgs = [msg]
-        self.reset_retry_topic(msgs)
-        hook_context = self.hooks_before(mq, msgs)
+        if mq.topic == self.consumer.retry_topic:
+            self.reset_retry_topic(msgs)
+        hook_context = self.hooks_before(mq, msgs) if self.consumer.hooks else None
         started = time.monotonic()
         result: object = None
         error: BaseException | None = None
         try:
-            result = self.listener(list(msgs), context)
+            result = self.listener([msg], context)
         except Exception as exc:
             error = exc
             logger.warning("%s: key-ordered listener raised for %s offset %d", self.group, mq, msg.queue_offset,
                            exc_info=True)
+        else:
+            if result is ConsumeOrderlyStatus.SUCCESS and hook_context is None:
+                # the common outcome, counted in the worker's tally (recorded in one go)
+                tally.calls += 1
+                tally.rt_total += (time.monotonic() - started) * 1000
+                tally.ok += 1
+                if tally.calls >= STATS_FLUSH_CALLS:
+                    self._flush_tally(tally, mq)
+                return _Outcome.DONE
         status = self._after_listener(mq, msgs, result, error, started, hook_context)
         if status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
             return self._consumed(mq)
@@ -390,39 +415,54 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
     def _finish(self, state: _QueueState, key: MessageKey, msg: MessageExt, outcome: _Outcome,
                 suspend_millis: int) -> tuple[MessageKey, MessageExt] | None:
         """Settle ``msg`` of ``key``; return the next (key, message) this worker should consume, if any."""
+        following = self._finish_many(state, [(key, msg, outcome, suspend_millis)], 1)
+        return following[0] if following else None
+
+    def _finish_many(self, state: _QueueState, settled: list[tuple[MessageKey, MessageExt, _Outcome, int]],
+                     want: int) -> list[tuple[MessageKey, MessageExt]]:
+        """Settle messages of distinct keys as (key, message, outcome, suspend ms); return up to ``want``
+        next (key, message) pairs this worker should consume."""
         pq, mq = state.process_queue, state.message_queue
-        if outcome is _Outcome.DONE:
-            offset = pq.remove_messages([msg])
+        done = [msg for _, msg, outcome, _ in settled if outcome is _Outcome.DONE]
+        if done:
+            offset = pq.remove_messages(done)
             if offset >= 0 and not pq.dropped:
                 self.consumer.offset_store.update_offset(mq, offset, True)
-        next_item: tuple[MessageKey, MessageExt] | None = None
+        following: list[tuple[MessageKey, MessageExt]] = []
+        skipped = False
         with state.mutex:
-            state.running.discard(key)
-            waiting = state.pending.get(key)
-            if outcome is _Outcome.DONE:
-                state.admitted.discard(msg.queue_offset)
-                if waiting:
-                    state.ready.append(key)
-                elif waiting is not None:
-                    del state.pending[key]
-            else:
-                if waiting is None:
-                    waiting = state.pending[key] = deque()
-                waiting.appendleft(msg)
-                if outcome is _Outcome.RETRY:
-                    state.suspended.add(key)
+            for key, msg, outcome, _ in settled:
+                state.running.discard(key)
+                waiting = state.pending.get(key)
+                if outcome is _Outcome.DONE:
+                    state.admitted.discard(msg.queue_offset)
+                    if waiting:
+                        state.ready.append(key)
+                    elif waiting is not None:
+                        del state.pending[key]
                 else:
-                    state.ready.appendleft(key)
-            if outcome is not _Outcome.SKIPPED and state.ready and self._may_start(pq):
-                next_key = state.ready.popleft()
-                state.running.add(next_key)
-                next_item = (next_key, state.pending[next_key].popleft())
+                    if waiting is None:
+                        waiting = state.pending[key] = deque()
+                    waiting.appendleft(msg)
+                    if outcome is _Outcome.RETRY:
+                        state.suspended.add(key)
+                    else:
+                        state.ready.appendleft(key)
+                        skipped = True
+            if not skipped and state.ready and self._may_start(pq):
+                ready, running, limit = state.ready, state.running, self.max_in_flight_per_queue
+                while ready and len(following) < want and len(running) < limit:
+                    next_key = ready.popleft()
+                    running.add(next_key)
+                    following.append((next_key, state.pending[next_key].popleft()))
             idle = not state.running
-        if outcome is _Outcome.RETRY:
-            self.consumer.call_later(self._suspend_seconds(suspend_millis), lambda: self._resume_key(state, key))
+        for key, _, outcome, suspend_millis in settled:
+            if outcome is _Outcome.RETRY:
+                self.consumer.call_later(self._suspend_seconds(suspend_millis),
+                                         functools.partial(self._resume_key, state, key))
         if idle:
             self._wake(state)
-        return next_item
+        return following
 
     def _resume_key(self, state: _QueueState, key: MessageKey) -> None:
         """A suspended key may retry its head message (on the loop)."""

@@ -66,7 +66,7 @@ DLQ_SEND_WAIT: Final = 15.0
 STATS_FLUSH_CALLS: Final = 256
 
 
-class _CallTally:
+class CallTally:
     """Stats of successful listener calls a consume loop settled inline, recorded in one go."""
 
     __slots__ = ("calls", "ok", "rt_total")
@@ -207,7 +207,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
             batch_size = self.consumer.settings.consume_message_batch_max_size
             success = ConsumeOrderlyStatus.SUCCESS
             update_offset = self.consumer.offset_store.update_offset
-            tally = _CallTally()
+            tally = CallTally()
             from_retry_topic = mq.topic == self.consumer.retry_topic
             hooks = self.consumer.hooks
             while self._keep_going(pq, mq, begin):
@@ -267,13 +267,13 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                     break
             self._flush_tally(tally, mq)
 
-    def _flush_tally(self, tally: _CallTally, mq: MessageQueue) -> None:
+    def _flush_tally(self, tally: CallTally, mq: MessageQueue) -> None:
         if tally.calls:
             self._note_call_seconds(tally.rt_total / tally.calls / 1000)
         tally.flush(self.consumer.consumer_stats, self.group, mq.topic)
 
     def _consume_bundle_sync(self, pq: ProcessQueue, mq: MessageQueue, batch_size: int, calls: int,
-                             tally: _CallTally, from_retry_topic: bool,
+                             tally: CallTally, from_retry_topic: bool,
                              ) -> tuple[list[MessageExt], ConsumeOrderlyContext, object, BaseException | None,
                                         float] | Literal[False] | None:
         """Up to ``calls`` listener calls in a row under one hold of the consume lock (a fast listener).
@@ -347,7 +347,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
             batch_size = self.consumer.settings.consume_message_batch_max_size
             success = ConsumeOrderlyStatus.SUCCESS
             update_offset = self.consumer.offset_store.update_offset
-            tally = _CallTally()
+            tally = CallTally()
             from_retry_topic = mq.topic == self.consumer.retry_topic
             while self._keep_going(pq, mq, begin):
                 msgs = pq.take_messages(batch_size)

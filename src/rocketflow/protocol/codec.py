@@ -422,16 +422,93 @@ _new_message_ext = MessageExt.__new__
 
 
 def decode_records(data: bytes | bytearray | memoryview, *, decompress: bool = True) -> list[MessageExt]:
-    """All records of a buffer holding nothing but concatenated records (a pull response body)."""
+    """All records of a buffer holding nothing but concatenated records (a pull response body).
+
+    The same checks and results as `decode_record` at each position, in one loop: this is the
+    consumer's hottest path. A record the loop does not take as it is (anything malformed, or a
+    compressed body) goes through `decode_record`'s own code, which decodes it or raises.
+    """
     if type(data) is not bytes:
         data = bytes(data)
     messages: list[MessageExt] = []
     append = messages.append
     pos = 0
     end = len(data)
+    heads = _DECODE_HEADS
+    host_cache = _host_cache
+    topic_cache = _topic_cache
+    new_message = _new_message_ext
+    message_class = MessageExt
+    flag_byte = SYS_FLAG_POSITION + 3
     while pos < end:
-        msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)
+        if end - pos < _MIN_HEAD:
+            msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)  # raises
+            append(msg)
+            continue
+        head = heads[(data[pos + flag_byte] >> 4) & 3]
+        body_start = pos + head.size
+        if body_start > end:
+            msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)
+            append(msg)
+            continue
+        (total_size, magic, stored_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag, born_timestamp,
+         born_packed, store_timestamp, store_packed, reconsume_times, prepared_transaction_offset,
+         body_len) = head.unpack_from(data, pos)
+        record_end = pos + total_size
+        body_end = body_start + body_len
+        if (magic != MAGIC_CODE or sys_flag & _COMPRESSED or body_len < 0 or record_end > end
+                or body_end + 3 > record_end):
+            msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)
+            append(msg)
+            continue
+        topic_end = body_end + 1 + data[body_end]
+        if topic_end + 2 > record_end or topic_end - body_end - 1 > MAX_TOPIC_BYTES:
+            msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)
+            append(msg)
+            continue
+        props_len = (data[topic_end] << 8) | data[topic_end + 1]
+        if props_len > MAX_PROPERTIES_BYTES or topic_end + 2 + props_len != record_end:
+            msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)
+            append(msg)
+            continue
+        raw_topic = data[body_end + 1:topic_end]
+        topic = topic_cache.get(raw_topic)
+        try:
+            if topic is None:
+                topic = _topic_text(raw_topic)
+            properties: dict[str, str] = {}
+            if props_len:
+                for segment in data[topic_end + 2:record_end].decode("utf-8").split("\x02"):
+                    key, _, value = segment.partition("\x01")
+                    if key and value:
+                        properties[key] = value
+        except UnicodeDecodeError:
+            msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)  # raises
+            append(msg)
+            continue
+        msg = new_message(message_class)
+        msg.topic = topic
+        msg.body = data[body_start:body_end]
+        msg.flag = flag
+        msg.properties = properties
+        msg.queue_id = queue_id
+        msg.queue_offset = queue_offset
+        msg.commit_log_offset = commit_log_offset
+        msg.sys_flag = sys_flag
+        msg.born_timestamp = born_timestamp
+        host = host_cache.get(born_packed)
+        msg.born_host = host if host is not None else _host_pair(born_packed)
+        msg.store_timestamp = store_timestamp
+        host = host_cache.get(store_packed)
+        msg.store_host = host if host is not None else _host_pair(store_packed)
+        msg.reconsume_times = reconsume_times
+        msg.prepared_transaction_offset = prepared_transaction_offset
+        msg.body_crc = stored_crc
+        msg.store_size = total_size
+        msg.msg_id = (store_packed + data[pos + COMMIT_LOG_OFFSET_POSITION:pos + SYS_FLAG_POSITION]).hex().upper()
+        msg.broker_name = ""
         append(msg)
+        pos = record_end
     return messages
 
 

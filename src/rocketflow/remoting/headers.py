@@ -67,6 +67,7 @@ class HeaderField:
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _CAMEL = re.compile(r"_([a-z0-9])")
 _BITS: Final = {FieldKind.INT: 32, FieldKind.LONG: 64}
+_PLAN_CACHE: dict[type, tuple[tuple[HeaderField, str, str, int], ...]] = {}
 _FIELDS_CACHE: dict[type, tuple[HeaderField, ...]] = {}
 
 
@@ -169,16 +170,38 @@ class CommandHeader:
         return result
 
     @classmethod
+    def _parse_plan(cls) -> tuple[tuple[HeaderField, str, str, int], ...]:
+        """Per field: (spec, wire name, attribute, integer limit: 0 for strings, -1 for booleans)."""
+        plan = _PLAN_CACHE.get(cls)
+        if plan is None:
+            plan = _PLAN_CACHE[cls] = tuple(
+                (spec, spec.wire, spec.attr,
+                 1 << (_BITS[spec.kind] - 1) if spec.kind in _BITS else (0 if spec.kind is FieldKind.STRING else -1))
+                for spec in cls.header_fields())
+        return plan
+
+    @classmethod
     def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
         """Parse and validate; raises `HeaderFieldError` naming the first bad or missing field."""
         values: dict[str, object] = {}
-        for spec in cls.header_fields():
-            raw = fields.get(spec.wire)
+        get = fields.get
+        for spec, wire, attr, limit in cls._parse_plan():
+            raw = get(wire)
             if raw is None:
                 if spec.required:
-                    raise HeaderFieldError(spec.wire, f"missing{_meaning(spec)}")
+                    raise HeaderFieldError(wire, f"missing{_meaning(spec)}")
                 continue
-            values[spec.attr] = _parse_value(spec, raw)
+            if type(raw) is str:
+                if not limit:
+                    values[attr] = raw
+                    continue
+                # plain non-negative decimal ASCII: the usual integer, parsed without the regex
+                if limit > 0 and raw.isascii() and raw.isdigit():
+                    number = int(raw)
+                    if number < limit:
+                        values[attr] = number
+                        continue
+            values[attr] = _parse_value(spec, raw)
         return cls(**values)
 
     @classmethod
