@@ -114,9 +114,9 @@ def run_case(directory: Path, count: int, body_size: int, progress: Progress) ->
         calls = 0
         while True:
             got = store.get_messages("bench", "BenchTopic", queue_id, offset, 32)
-            if not got.buffers:
+            if not got.message_count:
                 break
-            read_count += len(got.buffers)
+            read_count += got.message_count
             read_bytes += got.buffer_total_size
             offset = got.next_begin_offset
             calls += 1

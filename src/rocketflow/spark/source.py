@@ -9,7 +9,7 @@ import logging
 import math
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
@@ -41,6 +41,9 @@ from rocketflow.spark.options import (
     offsets_to_json,
 )
 from rocketflow.spark.writing import send_record_batch
+
+#: Pull bodies are decoded in pieces of about this many bytes (see `_pieces`).
+DECODE_PIECE_BYTES: Final = 256 * 1024
 
 logger = logging.getLogger("rocketflow.spark")
 
@@ -138,18 +141,35 @@ class _Reading:
                 if options.fail_on_data_loss:
                     raise SourceError(message + "; set failOnDataLoss=false to skip them with a warning")
                 logger.warning("%s; skipped (failOnDataLoss=false)", message)
-            if not chunk.bodies:
-                continue
-            data = chunk.bodies[0] if len(chunk.bodies) == 1 else b"".join(chunk.bodies)
-            batch = records_to_batch(data, partition.topic, partition.broker)
-            offsets = np.asarray(batch.column(3))
-            keep = (offsets >= partition.start) & (offsets < partition.end)
-            if tag_values is not None:
-                keep &= np.asarray(pc.is_in(batch.column(6), value_set=tag_values).fill_null(False), dtype=bool)
-            if not keep.all():
-                batch = batch.filter(pa.array(keep))
-            if batch.num_rows:
-                yield batch
+            for data in _pieces(chunk.bodies):
+                batch = records_to_batch(data, partition.topic, partition.broker)
+                offsets = np.asarray(batch.column(3))
+                keep = (offsets >= partition.start) & (offsets < partition.end)
+                if tag_values is not None:
+                    keep &= np.asarray(pc.is_in(batch.column(6), value_set=tag_values).fill_null(False), dtype=bool)
+                if not keep.all():
+                    batch = batch.filter(pa.array(keep))
+                if batch.num_rows:
+                    yield batch
+
+
+def _pieces(bodies: list[bytes]) -> Iterator[bytes]:
+    """Pull bodies joined into pieces of about `DECODE_PIECE_BYTES`, in order.
+
+    Decoding is column-wise over a piece: its index arrays are ~20x the piece, so pieces that stay in
+    the CPU caches decode about twice as fast per record as a whole 64 K-offset chunk at once.
+    """
+    piece: list[bytes] = []
+    size = 0
+    for body in bodies:
+        piece.append(body)
+        size += len(body)
+        if size >= DECODE_PIECE_BYTES:
+            yield piece[0] if len(piece) == 1 else b"".join(piece)
+            piece = []
+            size = 0
+    if piece:
+        yield piece[0] if len(piece) == 1 else b"".join(piece)
 
 
 # --------------------------------------------------------------------------- batch reader

@@ -20,6 +20,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Protocol
 
+import numpy as np
+
 from rocketflow.protocol.message import MessageConst, MessageExt
 from rocketflow.store.checkpoint import (
     Checkpoint,
@@ -54,6 +56,11 @@ from rocketflow.store.index import IndexService
 log = logging.getLogger(__name__)
 
 _UNITS = struct.Struct(">qiq")
+_I32 = struct.Struct(">i")
+#: A consume-queue unit as numpy reads it: commit-log offset, size, tags code (big-endian).
+_UNIT_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
+#: Pulls of at least this many messages scan the consume queue with numpy (see `_read_queue_vectorized`).
+VECTORIZED_PULL_MIN = 128
 _INT32_MASK = 0xFFFFFFFF
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 #: records re-dispatched per batch during recovery
@@ -97,24 +104,41 @@ class TagsCodeFilter:
 
 @dataclass(slots=True)
 class GetMessageResult:
-    """What a pull gets: status, offsets per PROTOCOL.md 4.1, and the records (ready to concatenate)."""
+    """What a pull gets: status, offsets per PROTOCOL.md 4.1, and the records (ready to concatenate).
+
+    ``chunks`` hold the records in queue order, each chunk one or more whole records that lie back to
+    back in the commit log; ``queue_offsets`` has the logical offset of every record.
+    """
 
     status: GetMessageStatus
     next_begin_offset: int
     min_offset: int
     max_offset: int
-    buffers: list[bytes] = field(default_factory=list)
+    chunks: list[bytes] = field(default_factory=list)
     queue_offsets: list[int] = field(default_factory=list)
     buffer_total_size: int = 0
     suggest_pulling_from_slave: bool = False
 
     @property
     def message_count(self) -> int:
-        return len(self.buffers)
+        return len(self.queue_offsets)
+
+    @property
+    def buffers(self) -> list[bytes]:
+        """Every record on its own, in queue order (split from the chunks)."""
+        records: list[bytes] = []
+        for chunk in self.chunks:
+            pos, end = 0, len(chunk)
+            while pos < end:
+                size = _I32.unpack_from(chunk, pos)[0]
+                records.append(chunk if size == end else chunk[pos:pos + size])
+                pos += size
+        return records
 
     def body(self) -> bytes:
         """The pull response body: the records back to back."""
-        return b"".join(self.buffers)
+        chunks = self.chunks
+        return chunks[0] if len(chunks) == 1 else b"".join(chunks)
 
 
 @dataclass(slots=True)
@@ -165,6 +189,8 @@ class MessageStore:
         #: whether the previous run shut down cleanly (known after `start`)
         self.last_exit_ok = True
         self._memory_limit = config.total_physical_memory * config.access_message_in_memory_max_ratio // 100
+        #: pulls of at least this many messages scan the consume queue with numpy
+        self.vectorized_pull_min = VECTORIZED_PULL_MIN
         self._put_count = 0
         self._put_fail_count = 0
         self._get_found = 0
@@ -549,6 +575,11 @@ class MessageStore:
             codes = message_filter.codes
         elif message_filter is not None:
             generic_filter = message_filter
+        if generic_filter is None and max_count >= self.vectorized_pull_min:
+            vectorized = self._read_queue_vectorized(units, offset, max_count, codes, byte_cap, min_offset,
+                                                     max_offset, max_phys)
+            if vectorized is not None:
+                return vectorized
         status = GetMessageStatus.NO_MATCHED_MESSAGE
         buffers: list[bytes] = []
         queue_offsets: list[int] = []
@@ -619,10 +650,88 @@ class MessageStore:
             next_begin_offset=offset + scanned,
             min_offset=min_offset,
             max_offset=max_offset,
-            buffers=buffers,
+            chunks=buffers,
             queue_offsets=queue_offsets,
             buffer_total_size=total,
             suggest_pulling_from_slave=max_phys - max_phys_pulling > memory_limit,
+        )
+
+    def _read_queue_vectorized(self, units: bytes, offset: int, max_count: int, codes: frozenset[int] | None,
+                               byte_cap: int | None, min_offset: int, max_offset: int,
+                               max_phys: int) -> GetMessageResult | None:
+        """`_read_queue`'s scan of the units done with numpy: the same records, offsets and status.
+
+        A big pull (Spark's 1,024 a pull) would otherwise spend ~1 us a message in the loop. Records
+        that lie back to back in the commit log are read as one chunk. Returns None, for the loop to
+        decide, when a chosen record is not readable in one segment (retention, a segment boundary).
+        """
+        table = np.frombuffer(units, dtype=_UNIT_DTYPE)
+        unit_count = len(table)
+        if not unit_count:
+            return None
+        phys = table["phys"].astype(np.int64)
+        sizes = table["size"].astype(np.int64)
+        if codes is None:
+            matched = np.ones(unit_count, dtype=bool)
+        else:
+            # the int32 cast wraps like `_to_int32`
+            tags = table["tags"].astype(np.int64).astype(np.int32)
+            matched = np.isin(tags, np.fromiter(codes, dtype=np.int64, count=len(codes)))
+        config = self.config
+        taken_sizes = np.where(matched, sizes, 0)
+        total_before = np.cumsum(taken_sizes) - taken_sizes
+        count_before = np.cumsum(matched, dtype=np.int64) - matched
+        on_disk = max_phys - phys > self._memory_limit
+        byte_caps = np.where(on_disk, config.max_transfer_bytes_on_message_in_disk,
+                             config.max_transfer_bytes_on_message_in_memory)
+        count_caps = np.where(on_disk, config.max_transfer_count_on_message_in_disk,
+                              config.max_transfer_count_on_message_in_memory)
+        ends_here = ((count_before >= max_count) | (total_before + sizes > byte_caps)
+                     | (count_before > count_caps - 1))
+        if byte_cap is not None:
+            ends_here |= total_before + sizes > byte_cap
+        ends_here &= count_before > 0
+        stops = np.flatnonzero(ends_here)
+        scanned = int(stops[0]) if len(stops) else unit_count
+        chosen = np.flatnonzero(matched[:scanned])
+        chunks: list[bytes] = []
+        total = 0
+        if len(chosen):
+            chosen_phys = phys[chosen]
+            chosen_sizes = sizes[chosen]
+            chosen_ends = chosen_phys + chosen_sizes
+            segment = self.commit_log.files.find(int(chosen_phys[0]))
+            if segment is None or segment.mm is None or int(chosen_sizes.min()) <= 0 \
+                    or int(chosen_sizes.max()) == 0x7FFFFFFF:
+                return None
+            base = segment.file_from_offset
+            if int(chosen_phys.min()) < base or int(chosen_ends.max()) - base > segment.wrote_position:
+                return None
+            breaks = np.flatnonzero(chosen_phys[1:] != chosen_ends[:-1]) + 1
+            run_starts = np.concatenate(([0], breaks)).tolist()
+            run_stops = np.concatenate((breaks, [len(chosen)])).tolist()
+            mm = segment.mm
+            try:
+                for first, stop in zip(run_starts, run_stops, strict=True):
+                    chunks.append(mm[int(chosen_phys[first]) - base:int(chosen_ends[stop - 1]) - base])
+            except ValueError:  # segment deleted by retention meanwhile
+                return None
+            total = int(chosen_sizes.sum())
+            status = GetMessageStatus.FOUND
+            self._get_found += 1
+        else:
+            status = GetMessageStatus.NO_MATCHED_MESSAGE
+            self._get_miss += 1
+        max_phys_pulling = int(phys[scanned] if scanned < unit_count else phys[-1])
+        return GetMessageResult(
+            status=status,
+            next_begin_offset=offset + scanned,
+            min_offset=min_offset,
+            max_offset=max_offset,
+            chunks=chunks,
+            queue_offsets=(chosen + offset).tolist(),
+            buffer_total_size=total,
+            suggest_pulling_from_slave=max_phys - max_phys_pulling > self._memory_limit,
         )
 
     # ------------------------------------------------------------------ offsets & lookups

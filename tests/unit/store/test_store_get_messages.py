@@ -179,3 +179,44 @@ def test_offset_by_timestamp_after_retention(timed_store: tuple[MessageStore, Cl
     min_offset = store.get_min_offset_in_queue("T", 0)
     assert min_offset > 0
     assert store.get_offset_by_timestamp("T", 0, 0) == min_offset
+
+
+def test_big_pulls_scanned_with_numpy_match_the_loop(make_store: Callable[..., MessageStore]) -> None:
+    """Pulls of >= `vectorized_pull_min` messages scan the consume queue with numpy; every status, offset,
+    record and flag equals the per-unit loop's, across segment ends, tag filters and transfer caps."""
+    import itertools
+    import random
+
+    store = make_store(commit_log_segment_size=131072, consume_queue_segment_units=512,
+                       max_transfer_bytes_on_message_in_memory=120_000, max_transfer_count_on_message_in_memory=200,
+                       max_transfer_bytes_on_message_in_disk=30_000, max_transfer_count_on_message_in_disk=150)
+    rng = random.Random(5)
+    for index in range(1200):
+        batch = [request(queue_id=0 if rng.random() < 0.7 else 1, body=bytes([index % 256]) * rng.choice([10, 90, 300]),
+                         TAGS=rng.choice(["A", "B", "C"])) for _ in range(rng.choice([1, 1, 4]))]
+        for queue_id in (0, 1):
+            part = [item for item in batch if item.queue_id == queue_id]
+            if part:
+                assert store.put_messages(part).status.is_ok
+    memory_limit = store._memory_limit
+    vectorized = 0
+    try:
+        for queue_id, offset, max_count, tags, max_bytes, limit in itertools.product(
+                (0, 1), range(0, 1500, 83), (128, 201, 400, 1500), ((), ("A",), ("A", "C"), ("Z",)),
+                (None, 9_000), (memory_limit, 0, 40_000)):
+            message_filter = TagsCodeFilter(frozenset(tags_code(tag) for tag in tags)) if tags else None
+            store._memory_limit = limit
+            store.vectorized_pull_min = 1
+            fast = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
+            store.vectorized_pull_min = 10**9
+            loop = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
+            assert (fast.status, fast.next_begin_offset, fast.min_offset, fast.max_offset, fast.queue_offsets,
+                    fast.buffer_total_size, fast.suggest_pulling_from_slave) == \
+                (loop.status, loop.next_begin_offset, loop.min_offset, loop.max_offset, loop.queue_offsets,
+                 loop.buffer_total_size, loop.suggest_pulling_from_slave)
+            assert fast.buffers == loop.buffers and fast.body() == loop.body()
+            vectorized += len(fast.chunks) < len(loop.chunks)
+    finally:
+        store._memory_limit = memory_limit
+    assert vectorized > 500     # most of these pulls were answered by the numpy scan, in fewer chunks
+    assert len(store.commit_log.files.files) > 2

@@ -150,7 +150,7 @@ class PullMessageProcessor:
             broker.offsets.commit_offset(group, topic, queue_id, header.commit_offset)
         if code == ResponseCode.SUCCESS:
             broker.stats.get_messages(result.message_count, result.buffer_total_size, group)
-            body = result.buffers[0] if len(result.buffers) == 1 else b"".join(result.buffers)
+            body = result.body()
         else:
             body = b""
             if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:
