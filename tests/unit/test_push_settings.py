@@ -166,3 +166,11 @@ def test_is_async_callable() -> None:
 
     assert is_async_callable(coroutine_function) and is_async_callable(AsyncCallable())
     assert not is_async_callable(lambda: None) and not is_async_callable(print)
+
+
+def test_consume_bundle_time_is_checked() -> None:
+    assert PushConsumerSettings().consume_bundle_time == 0.001
+    assert PushConsumerSettings(consume_bundle_time=0).consume_bundle_time == 0
+    for bad in (-0.1, 2.0, "1"):
+        with pytest.raises(MQClientError, match="consume_bundle_time"):
+            PushConsumerSettings(consume_bundle_time=bad)  # type: ignore[arg-type]

@@ -359,9 +359,6 @@ class ConsumeMessageService(ABC):
 
     # ------------------------------------------------------------------ bundling fast listener calls
 
-    #: Calls made one after the other by one consume request should take about this long (see `bundle_size`).
-    bundle_time: float = 0.001
-
     def bundle_size(self, calls: int) -> int:
         """How many listener calls (of up to ``consume_message_batch_max_size`` messages each) to make in a row.
 
@@ -370,13 +367,13 @@ class ConsumeMessageService(ABC):
         but that per-call machinery costs ~10 us of GIL-bound work: far more than a fast listener.
         So up to ``calls`` consecutive calls share one consume request (concurrent) or one hold of
         the consume lock (orderly) while the listener's average call time says they finish within
-        `bundle_time`; a slow listener (or one not measured yet) gets one call at a time, keeping
-        every consume thread busy in parallel as RocketMQ does.
+        ``consume_bundle_time``; a slow listener (or one not measured yet) gets one call at a time,
+        keeping every consume thread busy in parallel as RocketMQ does.
         """
         average = self._call_seconds
         if average is None or calls <= 1:
             return 1
-        return max(1, min(calls, int(self.bundle_time / max(average, 1e-7))))
+        return max(1, min(calls, int(self.consumer.settings.consume_bundle_time / max(average, 1e-7))))
 
     def _note_call_seconds(self, seconds: float) -> None:
         # a moving average of the requests' mean call time; racing updates from threads only lose a sample
@@ -483,7 +480,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
         pq, mq = request.process_queue, request.message_queue
         tally = _BundleTally()
         success = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-        self._prepare(request.msgs)  # the calls of a request follow each other within ~bundle_time
+        self._prepare(request.msgs)  # the calls of a request follow each other within ~consume_bundle_time
         for msgs in _calls(request.msgs, self.consumer.settings.consume_message_batch_max_size):
             if pq.dropped:
                 break
@@ -518,7 +515,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
         pq, mq = request.process_queue, request.message_queue
         tally = _BundleTally()
         success = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-        self._prepare(request.msgs)  # the calls of a request follow each other within ~bundle_time
+        self._prepare(request.msgs)  # the calls of a request follow each other within ~consume_bundle_time
         for msgs in _calls(request.msgs, self.consumer.settings.consume_message_batch_max_size):
             if pq.dropped:
                 break

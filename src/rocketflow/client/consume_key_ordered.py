@@ -315,7 +315,7 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
         try:
             while batch:
                 settled: list[tuple[MessageKey, MessageExt, _Outcome, int]] = []
-                lock_valid = self._lock_valid(pq)  # once a batch: its calls follow each other within ~bundle_time
+                lock_valid = self._lock_valid(pq)  # once a batch: its calls take ~consume_bundle_time
                 for key, msg in batch:
                     if pq.dropped or self._stopped or not lock_valid:
                         settled.append((key, msg, _Outcome.SKIPPED, -1))

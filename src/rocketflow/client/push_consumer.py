@@ -152,6 +152,8 @@ class PushConsumerSettings:
     max_time_consume_continuously: float = 60.0
     #: How long `PushConsumer.shutdown` waits for running listener calls.
     shutdown_timeout: float = 30.0
+    #: A fast listener's calls are made in a row for about this long (seconds; 0: one call per hand-over).
+    consume_bundle_time: float = 0.001
     #: Root of broadcasting consumers' offset files (None: ``~/.rocketmq_offsets``).
     local_offset_store_dir: str | Path | None = None
 
@@ -182,6 +184,7 @@ class PushConsumerSettings:
             raise MQClientError(f"max_reconsume_times must be -1 (default) or in 0..{JAVA_INT_MAX}, "
                                 f"got {max_reconsume!r}")
         _check_seconds("pull_interval", self.pull_interval, 0.0, 65.535, allow_zero=True)
+        _check_seconds("consume_bundle_time", self.consume_bundle_time, 0.0, 1.0, allow_zero=True)
         for name in ("consume_timeout", "lock_interval", "lock_max_live_time", "pull_max_idle_time",
                      "max_time_consume_continuously", "shutdown_timeout"):
             _check_seconds(name, getattr(self, name), 0.0, None, allow_zero=False)
