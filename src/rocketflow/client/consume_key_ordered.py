@@ -202,13 +202,22 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
         if process_queue.dropped or self._stopped:
             return
         state = self._state_for(process_queue, message_queue)
+        key_function = self.key_function
+        sharding = MessageConst.SHARDING_KEY
         with state.mutex:
             for msg in msgs:
                 offset = msg.queue_offset
                 if offset in state.admitted:
                     continue
                 state.admitted.add(offset)
-                key = self.message_key(msg)
+                key: MessageKey | None
+                if key_function is None:
+                    # `message_key` without a key function, inlined (a call per message shows here)
+                    key = msg.properties.get(sharding) or default_message_key(msg)
+                    if key is None:
+                        key = offset
+                else:
+                    key = self.message_key(msg)
                 waiting = state.pending.get(key)
                 if waiting is None:
                     state.pending[key] = deque((msg,))
@@ -320,7 +329,7 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
                     if pq.dropped or self._stopped or not lock_valid:
                         settled.append((key, msg, _Outcome.SKIPPED, -1))
                         continue
-                    context = self._context(state, key)
+                    context = ConsumeKeyOrderedContext(state.message_queue, key=key if isinstance(key, str) else None)
                     outcome = self._consume_one_sync(state, msg, context, tally)
                     settled.append((key, msg, outcome, context.suspend_current_queue_time_millis))
                 batch = self._finish_many(state, settled, self.bundle_size(self.max_in_flight_per_queue))
