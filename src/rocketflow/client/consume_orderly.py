@@ -64,6 +64,9 @@ SUSPEND_MAX_MILLS: Final = 30_000
 DLQ_SEND_WAIT: Final = 15.0
 #: Listener calls settled inline whose stats a consume loop keeps before recording them.
 STATS_FLUSH_CALLS: Final = 256
+#: Most calls made in a row under one hold of the consume lock: bounds how long a listener that turns
+#: slow (its average still short) keeps a rebalance from taking the lock.
+BUNDLE_MAX_CALLS: Final = 32
 
 
 class CallTally:
@@ -211,7 +214,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
             from_retry_topic = mq.topic == self.consumer.retry_topic
             hooks = self.consumer.hooks
             while self._keep_going(pq, mq, begin):
-                calls = self.bundle_size(STATS_FLUSH_CALLS) if not hooks else 1
+                calls = self.bundle_size(BUNDLE_MAX_CALLS) if not hooks else 1
                 hook_context: ConsumeMessageContext | None = None
                 if calls > 1:
                     leftover = self._consume_bundle_sync(pq, mq, batch_size, calls, tally, from_retry_topic)

@@ -281,7 +281,7 @@ def test_fast_orderly_calls_made_in_a_row_settle_like_calls_one_by_one(
     consumers.append(consumer)
     send(producer, "PushOrderBundleT", 60, prefix="w")
     wait_until(lambda: consumer.committed_offsets("PushOrderBundleT") == {mq: 60})
-    assert consumer.consume_service.bundle_size(256) > 1     # measured fast: calls are made in a row
+    assert consumer.consume_service.bundle_size(32) > 1      # measured fast: calls are made in a row
     send(producer, "PushOrderBundleT", 300, prefix="b")
     wait_until(lambda: consumer.committed_offsets("PushOrderBundleT") == {mq: 360}, timeout=20)
     wave = [(key, times) for key, times, _ in seen if key.startswith("b")]
