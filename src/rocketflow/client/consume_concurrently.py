@@ -56,6 +56,9 @@ EXPIRED_SCAN_MAX: Final = 16
 EXPIRED_DELAY_LEVEL: Final = 3
 #: How long a consume thread waits for a send-back (the RPC has 5 s, the producer fallback 3 s).
 SEND_BACK_WAIT: Final = 15.0
+#: Most listener calls made in a row (see `ConsumeMessageService.bundle_size`): bounds what a listener
+#: that turns slow while its average is still short holds up (other threads idle, a rebalance waiting).
+BUNDLE_MAX_CALLS: Final = 32
 
 
 class ConsumeThreadPool:
@@ -449,7 +452,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
                                message_queue: MessageQueue, dispatch_to_consume: bool) -> None:
         batch_size = self.consumer.settings.consume_message_batch_max_size
         calls = -(-len(msgs) // batch_size)
-        per_request = self.bundle_size(calls) * batch_size
+        per_request = self.bundle_size(min(calls, BUNDLE_MAX_CALLS)) * batch_size
         if per_request >= len(msgs):
             self._submit(ConsumeRequest(msgs, process_queue, message_queue))
             return
@@ -710,6 +713,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
 
 
 __all__ = [
+    "BUNDLE_MAX_CALLS",
     "EXPIRED_DELAY_LEVEL",
     "EXPIRED_SCAN_MAX",
     "SEND_BACK_FAILED_RETRY_DELAY",

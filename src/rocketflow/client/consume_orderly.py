@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from rocketflow.client.consume_concurrently import ConsumeMessageService
+from rocketflow.client.consume_concurrently import BUNDLE_MAX_CALLS, ConsumeMessageService
 from rocketflow.client.consume_context import (
     CMResult,
     ConsumeMessageContext,
@@ -64,9 +64,6 @@ SUSPEND_MAX_MILLS: Final = 30_000
 DLQ_SEND_WAIT: Final = 15.0
 #: Listener calls settled inline whose stats a consume loop keeps before recording them.
 STATS_FLUSH_CALLS: Final = 256
-#: Most calls made in a row under one hold of the consume lock: bounds how long a listener that turns
-#: slow (its average still short) keeps a rebalance from taking the lock.
-BUNDLE_MAX_CALLS: Final = 32
 
 
 class CallTally:
