@@ -137,22 +137,37 @@ class ConsumeRequest:
 
 
 def _calls(msgs: list[MessageExt], batch_size: int) -> list[list[MessageExt]]:
-    """``msgs`` cut into the batches of the listener calls (each a new list the listener may keep)."""
+    """``msgs`` cut into the batches of the listener calls."""
     if batch_size == 1:
         return [[msg] for msg in msgs]
     return [msgs[start:start + batch_size] for start in range(0, len(msgs), batch_size)]
 
 
-class _BundleTally:
-    """What the listener calls of one bundle add up to: stats, and the messages to forget or retry."""
+class CallTally:
+    """Listener calls a consume loop settled, for `ConsumeMessageService.record_calls` to record in one go."""
 
-    __slots__ = ("calls", "consumed", "failed", "ok", "retry_later", "rt_total")
+    __slots__ = ("calls", "failed", "ok", "rt_total")
 
     def __init__(self) -> None:
         self.calls = 0
-        self.rt_total = 0.0
         self.ok = 0
         self.failed = 0
+        self.rt_total = 0.0
+
+    def succeeded(self, messages: int, started: float) -> None:
+        """One call that consumed all of its ``messages``, begun at ``started`` (`time.monotonic`)."""
+        self.calls += 1
+        self.rt_total += (time.monotonic() - started) * 1000
+        self.ok += messages
+
+
+class _BundleTally(CallTally):
+    """The calls of one consume request, plus the messages to forget or to consume again locally."""
+
+    __slots__ = ("consumed", "retry_later")
+
+    def __init__(self) -> None:
+        super().__init__()
         self.consumed: list[MessageExt] = []
         self.retry_later: list[MessageExt] = []
 
@@ -348,7 +363,7 @@ class ConsumeMessageService(ABC):
 
         def call() -> None:
             try:
-                result = self.listener(msgs, context)
+                result = self.listener(list(msgs), context)
             except Exception as exc:
                 loop.call_soon_threadsafe(settle, None, exc)
             else:
@@ -378,10 +393,18 @@ class ConsumeMessageService(ABC):
             return 1
         return max(1, min(calls, int(self.consumer.settings.consume_bundle_time / max(average, 1e-7))))
 
-    def _note_call_seconds(self, seconds: float) -> None:
-        # a moving average of the requests' mean call time; racing updates from threads only lose a sample
+    def record_calls(self, tally: CallTally, topic: str) -> None:
+        """Record what ``tally`` counted (stats; the listener's average call time) and start it afresh."""
+        if not tally.calls:
+            return
+        # a moving average of the mean call time; racing updates from threads only lose a sample
+        seconds = tally.rt_total / tally.calls / 1000
         average = self._call_seconds
         self._call_seconds = seconds if average is None else average * 0.9 + seconds * 0.1
+        self.consumer.consumer_stats.inc_consumed(self.group, topic, tally.rt_total, tally.ok, tally.failed,
+                                                  tally.calls)
+        tally.calls = tally.ok = tally.failed = 0
+        tally.rt_total = 0.0
 
     # ------------------------------------------------------------------ hooks and results
 
@@ -493,7 +516,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             result: object = None
             error: BaseException | None = None
             try:
-                result = self.listener(msgs, context)
+                result = self.listener(list(msgs), context)
             except Exception as exc:
                 error = exc
                 logger.warning("%s: concurrent listener raised for %s (%d messages)", self.group, mq, len(msgs),
@@ -502,9 +525,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
                 if (result is success and hook_context is None and type(context.ack_index) is int
                         and context.ack_index >= len(msgs) - 1 and not pq.dropped):
                     # the common outcome, settled inline: all consumed, nothing to send back
-                    tally.calls += 1
-                    tally.rt_total += (time.monotonic() - begin) * 1000
-                    tally.ok += len(msgs)
+                    tally.succeeded(len(msgs), begin)
                     tally.consumed += msgs
                     continue
             to_send_back = self._outcome(request, msgs, context, result, error, begin, hook_context, tally)
@@ -528,7 +549,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             result: object = None
             error: BaseException | None = None
             try:
-                result = await self.listener(msgs, context)
+                result = await self.listener(list(msgs), context)
             except Exception as exc:
                 error = exc
                 logger.warning("%s: concurrent listener raised for %s (%d messages)", self.group, mq, len(msgs),
@@ -537,9 +558,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
                 if (result is success and hook_context is None and type(context.ack_index) is int
                         and context.ack_index >= len(msgs) - 1 and not pq.dropped):
                     # the common outcome, settled inline: all consumed, nothing to send back
-                    tally.calls += 1
-                    tally.rt_total += (time.monotonic() - begin) * 1000
-                    tally.ok += len(msgs)
+                    tally.succeeded(len(msgs), begin)
                     tally.consumed += msgs
                     continue
             to_send_back = self._outcome(request, msgs, context, result, error, begin, hook_context, tally)
@@ -641,10 +660,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
 
     def _finish(self, pq: ProcessQueue, mq: MessageQueue, tally: _BundleTally) -> None:
         """Record a bundle's stats, forget its consumed messages and commit the offset that allows."""
-        if tally.calls:
-            self._note_call_seconds(tally.rt_total / tally.calls / 1000)
-            self.consumer.consumer_stats.inc_consumed(self.group, mq.topic, tally.rt_total, tally.ok, tally.failed,
-                                                      tally.calls)
+        self.record_calls(tally, mq.topic)
         if pq.dropped:
             return
         retry_later = tally.retry_later
@@ -717,6 +733,7 @@ __all__ = [
     "EXPIRED_DELAY_LEVEL",
     "EXPIRED_SCAN_MAX",
     "SEND_BACK_FAILED_RETRY_DELAY",
+    "CallTally",
     "ConsumeMessageConcurrentlyService",
     "ConsumeMessageService",
     "ConsumeRequest",

@@ -53,13 +53,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from rocketflow.client.config import KeyOrderedConfig
+from rocketflow.client.consume_concurrently import CallTally
 from rocketflow.client.consume_context import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rocketflow.client.consume_orderly import (
     STATS_FLUSH_CALLS,
     SUSPEND_MAX_MILLS,
     SUSPEND_MIN_MILLS,
     TRY_LOCK_LATER_AT_ENTRY_MILLS,
-    CallTally,
     ConsumeMessageOrderlyService,
 )
 from rocketflow.client.process_queue import ProcessQueue
@@ -202,22 +202,13 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
         if process_queue.dropped or self._stopped:
             return
         state = self._state_for(process_queue, message_queue)
-        key_function = self.key_function
-        sharding = MessageConst.SHARDING_KEY
         with state.mutex:
             for msg in msgs:
                 offset = msg.queue_offset
                 if offset in state.admitted:
                     continue
                 state.admitted.add(offset)
-                key: MessageKey | None
-                if key_function is None:
-                    # `message_key` without a key function, inlined (a call per message shows here)
-                    key = msg.properties.get(sharding) or default_message_key(msg)
-                    if key is None:
-                        key = offset
-                else:
-                    key = self.message_key(msg)
+                key = self.message_key(msg)
                 waiting = state.pending.get(key)
                 if waiting is None:
                     state.pending[key] = deque((msg,))
@@ -330,7 +321,7 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
                     if pq.dropped or self._stopped or not lock_valid:
                         settled.append((key, msg, _Outcome.SKIPPED, -1))
                         continue
-                    context = ConsumeKeyOrderedContext(state.message_queue, key=key if isinstance(key, str) else None)
+                    context = self._context(state, key)
                     outcome = self._consume_one_sync(state, msg, context, tally)
                     settled.append((key, msg, outcome, context.suspend_current_queue_time_millis))
                 batch = self._finish_many(state, settled, self.bundle_size(self.max_in_flight_per_queue))
@@ -338,7 +329,7 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
                     self._run_in_pool(self._run_keys_sync, state, batch)
                     return
         finally:
-            self._flush_tally(tally, state.message_queue)
+            self.record_calls(tally, state.message_queue.topic)
 
     async def _run_keys_async(self, state: _QueueState, key: MessageKey, msg: MessageExt) -> None:
         begin = time.monotonic()
@@ -378,11 +369,9 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
         else:
             if result is ConsumeOrderlyStatus.SUCCESS and hook_context is None:
                 # the common outcome, counted in the worker's tally (recorded in one go)
-                tally.calls += 1
-                tally.rt_total += (time.monotonic() - started) * 1000
-                tally.ok += 1
+                tally.succeeded(1, started)
                 if tally.calls >= STATS_FLUSH_CALLS:
-                    self._flush_tally(tally, mq)
+                    self.record_calls(tally, mq.topic)
                 return _Outcome.DONE
         status = self._after_listener(mq, msgs, result, error, started, hook_context)
         if status is not ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:

@@ -31,7 +31,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from rocketflow.client.consume_concurrently import BUNDLE_MAX_CALLS, ConsumeMessageService
+from rocketflow.client.consume_concurrently import BUNDLE_MAX_CALLS, CallTally, ConsumeMessageService
 from rocketflow.client.consume_context import (
     CMResult,
     ConsumeMessageContext,
@@ -46,7 +46,6 @@ from rocketflow.protocol.message import Message, MessageConst, MessageExt, Messa
 
 if TYPE_CHECKING:
     from rocketflow.client.push_consumer import PushConsumer
-    from rocketflow.client.stats import ConsumerStats
 
 logger = logging.getLogger("rocketflow.client.consume")
 
@@ -64,23 +63,6 @@ SUSPEND_MAX_MILLS: Final = 30_000
 DLQ_SEND_WAIT: Final = 15.0
 #: Listener calls settled inline whose stats a consume loop keeps before recording them.
 STATS_FLUSH_CALLS: Final = 256
-
-
-class CallTally:
-    """Stats of successful listener calls a consume loop settled inline, recorded in one go."""
-
-    __slots__ = ("calls", "ok", "rt_total")
-
-    def __init__(self) -> None:
-        self.calls = 0
-        self.ok = 0
-        self.rt_total = 0.0
-
-    def flush(self, stats: ConsumerStats, group: str, topic: str) -> None:
-        if self.calls:
-            stats.inc_consumed(group, topic, self.rt_total, self.ok, 0, self.calls)
-            self.calls = self.ok = 0
-            self.rt_total = 0.0
 
 
 class MessageQueueLock:
@@ -217,7 +199,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                     leftover = self._consume_bundle_sync(pq, mq, batch_size, calls, tally, from_retry_topic)
                     if leftover is None:
                         if tally.calls >= STATS_FLUSH_CALLS:
-                            self._flush_tally(tally, mq)
+                            self.record_calls(tally, mq.topic)
                         continue
                     if leftover is False:
                         break
@@ -249,14 +231,12 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                     if (result is success and error is None and hook_context is None
                             and context.auto_commit is True and not pq.dropped):
                         # the common outcome, settled inline: commit and go on
-                        tally.calls += 1
-                        tally.rt_total += (time.monotonic() - started) * 1000
-                        tally.ok += len(msgs)
+                        tally.succeeded(len(msgs), started)
                         commit_offset = pq.commit()
                         if commit_offset >= 0 and not pq.dropped:
                             update_offset(mq, commit_offset, False)
                         if tally.calls >= STATS_FLUSH_CALLS:
-                            self._flush_tally(tally, mq)
+                            self.record_calls(tally, mq.topic)
                         continue
                 status = self._after_listener(mq, msgs, result, error, started, hook_context)
                 dead_letter_sent: dict[int, bool] = {}
@@ -265,12 +245,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                         dead_letter_sent[id(msg)] = self._send_to_dead_letter_blocking(msg)
                 if not self.process_consume_result(msgs, status, context, pq, mq, dead_letter_sent):
                     break
-            self._flush_tally(tally, mq)
-
-    def _flush_tally(self, tally: CallTally, mq: MessageQueue) -> None:
-        if tally.calls:
-            self._note_call_seconds(tally.rt_total / tally.calls / 1000)
-        tally.flush(self.consumer.consumer_stats, self.group, mq.topic)
+            self.record_calls(tally, mq.topic)
 
     def _consume_bundle_sync(self, pq: ProcessQueue, mq: MessageQueue, batch_size: int, calls: int,
                              tally: CallTally, from_retry_topic: bool,
@@ -313,9 +288,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                     logger.warning("%s: orderly listener raised for %s (%d messages)", self.group, mq, len(msgs),
                                    exc_info=True)
                 if result is success and error is None and context.auto_commit is True:
-                    tally.calls += 1
-                    tally.rt_total += (time.monotonic() - started) * 1000
-                    tally.ok += len(msgs)
+                    tally.succeeded(len(msgs), started)
                     settled = start + len(msgs)
                     continue
                 rest = taken[start + len(msgs):]
@@ -376,14 +349,12 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 if (result is success and error is None and hook_context is None and context.auto_commit is True
                         and not pq.dropped):
                     # the common outcome, settled inline: commit and go on
-                    tally.calls += 1
-                    tally.rt_total += (time.monotonic() - started) * 1000
-                    tally.ok += len(msgs)
+                    tally.succeeded(len(msgs), started)
                     commit_offset = pq.commit()
                     if commit_offset >= 0 and not pq.dropped:
                         update_offset(mq, commit_offset, False)
                     if tally.calls >= STATS_FLUSH_CALLS:
-                        self._flush_tally(tally, mq)
+                        self.record_calls(tally, mq.topic)
                     continue
                 status = self._after_listener(mq, msgs, result, error, started, hook_context)
                 dead_letter_sent: dict[int, bool] = {}
@@ -392,7 +363,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                         dead_letter_sent[id(msg)] = await self._send_to_dead_letter(msg)
                 if not self.process_consume_result(msgs, status, context, pq, mq, dead_letter_sent):
                     break
-            self._flush_tally(tally, mq)
+            self.record_calls(tally, mq.topic)
         finally:
             mq_lock.release()
 
