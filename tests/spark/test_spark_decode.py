@@ -128,3 +128,31 @@ def test_reader_options_defaults() -> None:
         ReaderOptions.parse({"namesrv": "h:1", "topic": "A", "endingOffsets": "latest"}, streaming=True)
     with pytest.raises(SourceError, match="one topic"):
         WriterOptions.parse({"namesrv": "h:1", "topic": "A,B"})
+
+
+_raw_properties = st.text(alphabet=st.sampled_from(["\x01", "\x02", "a", "b", "é", "K"]), max_size=24)
+
+
+@given(st.lists(_raw_properties, max_size=12))
+def test_properties_map_splits_like_decode_properties(texts: list[str]) -> None:
+    from rocketflow.protocol.properties import decode_properties
+    from rocketflow.spark.columns import properties_map
+
+    maps = properties_map(pa.array(texts, pa.string())).to_pylist()
+    assert [dict(entries) for entries in maps] == [decode_properties(text) for text in texts]
+    # A key written twice stays twice, in order (lookups take the last, like decode_properties).
+    for text, entries in zip(texts, maps, strict=True):
+        expected = [tuple(segment.split("\x01", 1)) for segment in text.split("\x02")]
+        assert entries == [pair for pair in expected if len(pair) == 2 and pair[0] and pair[1]]
+
+
+@given(st.lists(st.binary(max_size=30), min_size=1, max_size=20), st.integers(0, 5))
+def test_bodies_of_every_length_around_the_inline_limit(bodies: list[bytes], sliced: int) -> None:
+    data = b"".join(_record(index, body, {"UNIQ_KEY": "u" * (index % 15)}) for index, body in enumerate(bodies))
+    fast, slow = _both(data)
+    assert fast.to_pylist() == slow.to_pylist()
+    from rocketflow.spark.columns import properties_map
+
+    texts = pa.array(["a\x01b\x02c\x01" + "d" * index for index in range(8)], pa.string()).slice(sliced)
+    assert properties_map(texts).to_pylist() == [[("a", "b"), ("c", "d" * index)] if index else [("a", "b")]
+                                                 for index in range(sliced, 8)]

@@ -73,6 +73,9 @@ _SLOW_FLAGS: Final = int(MessageSysFlag.COMPRESSED | MessageSysFlag.BORNHOST_V6 
 _I32_I32: Final = struct.Struct(">ii")
 _HEX_DIGITS: Final = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _MAGIC_BYTES: Final = tuple(struct.pack(">i", MAGIC_CODE))
+#: Values up to this many bytes live inside their binary-view entry (Arrow's columnar format).
+_VIEW_INLINE: Final = 12
+_INLINE_RANGE: Final = np.arange(_VIEW_INLINE, dtype=np.int64)
 
 
 def record_positions(data: bytes) -> np.ndarray[Any, np.dtype[np.int64]]:
@@ -88,7 +91,7 @@ def record_positions(data: bytes) -> np.ndarray[Any, np.dtype[np.int64]]:
         hits = np.flatnonzero((buffer[4:-3] == magic[0]) & (buffer[5:-2] == magic[1])
                               & (buffer[6:-1] == magic[2]) & (buffer[7:] == magic[3]))
         if len(hits) and hits[0] == 0:
-            sizes = np.ascontiguousarray(_gather_fixed(buffer, hits, 0, 4)).view(">i4").ravel().astype(np.int64)
+            sizes = _field(buffer, hits, 0, ">i4").astype(np.int64)
             ends = hits + sizes
             if ends[-1] == len(buffer) and np.array_equal(ends[:-1], hits[1:]) and np.all(sizes >= _BODY + 3):
                 return hits.astype(np.int64)
@@ -112,33 +115,44 @@ def _walk_records(data: bytes) -> np.ndarray[Any, np.dtype[np.int64]]:
     return np.array(positions, dtype=np.int64)
 
 
-def _gather_fixed(buffer: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], offset: int,
-                  width: int) -> np.ndarray[Any, Any]:
-    index = positions[:, None] + (offset + np.arange(width, dtype=np.int64))
-    return buffer[index]
+def _field(buffer: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], offset: int,
+           dtype: str) -> np.ndarray[Any, Any]:
+    """The fixed-width field at ``offset`` of every record, read through an overlapping byte-strided view.
+
+    The view has one (unaligned) element starting at every byte, so one gather of ``len(positions)``
+    elements reads the field; no per-byte index arrays.
+    """
+    kind = np.dtype(dtype)
+    at_every_byte = np.ndarray(shape=(len(buffer) - kind.itemsize + 1,), dtype=kind, buffer=buffer, strides=(1,))
+    return at_every_byte[positions + offset]
 
 
-def _int_column(heads: np.ndarray[Any, Any], offset: int, dtype: str) -> np.ndarray[Any, Any]:
-    """A big-endian integer field of every record from the gathered heads (one row per record)."""
-    width = np.dtype(dtype).itemsize
-    return np.ascontiguousarray(heads[:, offset:offset + width]).view(dtype).ravel()
+def _slices(kind: Any, data: Any, buffer: np.ndarray[Any, Any], starts: np.ndarray[Any, Any],
+            lengths: np.ndarray[Any, Any]) -> Any:
+    """An Arrow array (binary or string ``kind``) of ``buffer[start:start + length]`` for every pair.
 
-
-def _gather_slices(buffer: np.ndarray[Any, Any], starts: np.ndarray[Any, Any],
-                   lengths: np.ndarray[Any, Any]) -> tuple[np.ndarray[Any, Any], np.ndarray[Any, Any]]:
-    """The concatenation of ``buffer[start:start + length]`` for every pair, and Arrow int32 offsets."""
-    offsets = np.zeros(len(lengths) + 1, dtype=np.int64)
-    np.cumsum(lengths, out=offsets[1:])
-    total = int(offsets[-1])
-    if total > 0x7FFFFFFF:
-        raise RecordDecodeError(f"{total} bytes of variable-width data do not fit one Arrow array")
-    index = np.arange(total, dtype=np.int64) + np.repeat(starts - offsets[:-1], lengths)
-    return buffer[index], offsets.astype(np.int32)
-
-
-def _binary_array(kind: Any, data: np.ndarray[Any, Any], offsets: np.ndarray[Any, Any]) -> Any:
-    count = len(offsets) - 1
-    return pa.Array.from_buffers(kind, count, [None, pa.py_buffer(offsets), pa.py_buffer(data)])
+    Builds a binary-view array over ``data`` (the bytes behind ``buffer``; values of 12 bytes or less
+    are inlined in their view, as the format requires) and lets Arrow cast it to the contiguous kind:
+    one memcpy a value instead of numpy gathers through per-byte index arrays.
+    """
+    count = len(starts)
+    views = np.zeros((count, 4), dtype="<i4")
+    views[:, 0] = lengths
+    inline = lengths <= _VIEW_INLINE
+    outside = ~inline
+    if outside.any():
+        out_starts = starts[outside]
+        views[outside, 1] = _field(buffer, out_starts, 0, "<i4")
+        views[outside, 3] = out_starts
+    if inline.any():
+        short_starts = starts[inline]
+        short_lengths = lengths[inline]
+        index = np.minimum(short_starts[:, None] + _INLINE_RANGE, len(buffer) - 1)
+        inline_bytes = buffer[index] if len(buffer) else np.zeros(index.shape, dtype=np.uint8)
+        inline_bytes[_INLINE_RANGE >= short_lengths[:, None]] = 0
+        views.view(np.uint8).reshape(count, 16)[inline, 4:] = inline_bytes
+    view_kind = pa.binary_view() if kind == pa.binary() else pa.string_view()
+    return pa.Array.from_buffers(view_kind, count, [None, pa.py_buffer(views), pa.py_buffer(data)]).cast(kind)
 
 
 def _constant_strings(text: str, count: int) -> Any:
@@ -148,37 +162,59 @@ def _constant_strings(text: str, count: int) -> Any:
 
 
 def properties_map(texts: Any) -> Any:
-    """``map<string,string>`` of properties strings (``k 0x01 v 0x02 ...``), entries without a key or a
-    value dropped as `rocketflow.protocol.properties.decode_properties` does."""
+    """``map<string,string>`` of properties strings (``k 0x01 v 0x02 ...``), split the way
+    `rocketflow.protocol.properties.decode_properties` splits them: entries end at 0x02 or at the end
+    of the text, the key ends at an entry's first 0x01, entries without a key or a value are dropped.
+    Repeated keys stay repeated, in order (a lookup takes the last)."""
     count = len(texts)
-    entries_list = pc.split_pattern(texts, "\x02")
-    parents = np.asarray(pc.list_parent_indices(entries_list))
-    entries = pc.list_flatten(entries_list)
-    parts = pc.split_pattern(entries, "\x01", max_splits=1)
-    has_pair = np.asarray(pc.equal(pc.list_value_length(parts), 2).fill_null(False), dtype=bool)
-    pairs = parts.filter(pa.array(has_pair))
-    keys = pc.list_element(pairs, 0)
-    values = pc.list_element(pairs, 1)
-    keep = np.asarray(pc.and_(pc.not_equal(pc.binary_length(keys), 0), pc.not_equal(pc.binary_length(values), 0)),
-                      dtype=bool)
-    keep_mask = pa.array(keep)
-    kept_parents = parents[has_pair][keep]
-    counts = np.bincount(kept_parents, minlength=count) if count else np.zeros(0, dtype=np.int64)
-    offsets = np.zeros(count + 1, dtype=np.int32)
-    np.cumsum(counts, out=offsets[1:])
-    return pa.MapArray.from_arrays(pa.array(offsets, pa.int32()), keys.filter(keep_mask), values.filter(keep_mask))
+    texts = texts.cast(pa.string())
+    _, offsets_buffer, data_buffer = texts.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=count + 1, offset=texts.offset * 4).astype(np.int64)
+    data = data_buffer if data_buffer is not None else pa.py_buffer(b"")
+    chars = np.frombuffer(data, dtype=np.uint8)
+    base = int(offsets[0])
+    used = chars[base:int(offsets[-1])]
+    separators = np.flatnonzero(used == 2) + base
+    record_ends = offsets[1:]
+    # Every entry ends at a 0x02 (the next entry starts after it) or at its text's end (starts at it).
+    ends = np.concatenate([separators, record_ends])
+    next_starts = np.concatenate([separators + 1, record_ends])
+    order = np.argsort(np.concatenate([separators * 2 + 1, record_ends * 2]), kind="stable")
+    ends = ends[order]
+    starts = np.empty_like(ends)
+    if len(ends):
+        starts[0] = offsets[0]
+        starts[1:] = next_starts[order][:-1]
+    parents = np.searchsorted(record_ends, ends, side="left")
+    pairs = np.flatnonzero(used == 1) + base
+    first_pair = np.searchsorted(pairs, starts, side="left")
+    has_pair = first_pair < len(pairs)
+    key_ends = np.where(has_pair, pairs[np.minimum(first_pair, max(len(pairs) - 1, 0))] if len(pairs) else ends, ends)
+    has_pair &= key_ends < ends
+    keep = has_pair & (key_ends > starts) & (ends > key_ends + 1)
+    key_starts = starts[keep]
+    key_ends = key_ends[keep]
+    value_ends = ends[keep]
+    counts = np.bincount(parents[keep], minlength=count) if count else np.zeros(0, dtype=np.int64)
+    map_offsets = np.zeros(count + 1, dtype=np.int32)
+    np.cumsum(counts, out=map_offsets[1:])
+    keys = _slices(pa.string(), data, chars, key_starts, key_ends - key_starts)
+    values = _slices(pa.string(), data, chars, key_ends + 1, value_ends - key_ends - 1)
+    return pa.MapArray.from_arrays(pa.array(map_offsets, pa.int32()), keys, values)
 
 
-def _offset_msg_ids(heads: np.ndarray[Any, Any]) -> Any:
+def _offset_msg_ids(buffer: np.ndarray[Any, Any], positions: np.ndarray[Any, Any]) -> Any:
     """The 32-hex-digit offset message ids: store host (IPv4 + port) then commit-log offset."""
-    raw = np.concatenate([heads[:, _STORE_HOST:_STORE_HOST + 8], heads[:, _COMMIT_LOG_OFFSET:_COMMIT_LOG_OFFSET + 8]],
-                         axis=1)
-    count = len(heads)
+    count = len(positions)
+    raw = np.empty((count, 2), dtype=">u8")
+    raw[:, 0] = _field(buffer, positions, _STORE_HOST, ">u8")
+    raw[:, 1] = _field(buffer, positions, _COMMIT_LOG_OFFSET, ">u8")
+    raw_bytes = raw.view(np.uint8).reshape(count, 16)
     digits = np.empty((count, 32), dtype=np.uint8)
-    digits[:, 0::2] = _HEX_DIGITS[raw >> 4]
-    digits[:, 1::2] = _HEX_DIGITS[raw & 0xF]
+    digits[:, 0::2] = _HEX_DIGITS[raw_bytes >> 4]
+    digits[:, 1::2] = _HEX_DIGITS[raw_bytes & 0xF]
     offsets = (np.arange(count + 1, dtype=np.int64) * 32).astype(np.int32)
-    return _binary_array(pa.string(), digits.ravel(), offsets)
+    return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(digits)])
 
 
 def _timestamps(millis: np.ndarray[Any, Any]) -> Any:
@@ -191,27 +227,32 @@ def records_to_batch(data: bytes, topic: str, broker: str) -> Any:
     ``topic`` and ``broker`` fill the columns of the same names (every record of a queue's pull has
     the queue's topic). Raises `RecordDecodeError` for bytes that are not records.
     """
+    if len(data) > 0x7FFFFFFF:
+        raise RecordDecodeError(f"{len(data)} bytes of records do not fit one Arrow batch; decode them in pieces")
     positions = record_positions(data)
     if len(positions) == 0:
         return empty_batch()
     buffer = np.frombuffer(data, dtype=np.uint8)
-    heads = _gather_fixed(buffer, positions, 0, _BODY)
-    sys_flags = _int_column(heads, _SYS_FLAG, ">i4")
+    sys_flags = _field(buffer, positions, _SYS_FLAG, ">i4")
     if np.any(sys_flags & _SLOW_FLAGS):
         return messages_to_batch(decode_records(data), broker)
     count = len(positions)
-    body_lengths = _int_column(heads, _BODY_LEN, ">i4").astype(np.int64)
+    body_lengths = _field(buffer, positions, _BODY_LEN, ">i4").astype(np.int64)
+    if np.any(body_lengths < 0):
+        raise RecordDecodeError("a record's body length is negative")
+    sizes = _field(buffer, positions, 0, ">i4").astype(np.int64)
     body_starts = positions + _BODY
     topic_starts = body_starts + body_lengths + 1
+    if np.any(topic_starts + 2 > positions + sizes):
+        raise RecordDecodeError("a record's body, topic and properties lengths do not add up to its size")
     topic_lengths = buffer[topic_starts - 1].astype(np.int64)
     props_len_at = topic_starts + topic_lengths
-    props_lengths = (buffer[props_len_at].astype(np.int64) << 8) | buffer[props_len_at + 1]
-    sizes = _int_column(heads, 0, ">i4").astype(np.int64)
-    if np.any(body_lengths < 0) or np.any(props_len_at + 2 + props_lengths != positions + sizes):
+    if np.any(props_len_at + 2 > positions + sizes):
         raise RecordDecodeError("a record's body, topic and properties lengths do not add up to its size")
-    body_data, body_offsets = _gather_slices(buffer, body_starts, body_lengths)
-    props_data, props_offsets = _gather_slices(buffer, props_len_at + 2, props_lengths)
-    props_text = _binary_array(pa.string(), props_data, props_offsets)
+    props_lengths = _field(buffer, props_len_at, 0, ">u2").astype(np.int64)
+    if np.any(props_len_at + 2 + props_lengths != positions + sizes):
+        raise RecordDecodeError("a record's body, topic and properties lengths do not add up to its size")
+    props_text = _slices(pa.string(), data, buffer, props_len_at + 2, props_lengths)
     try:
         props_text.validate(full=True)
     except pa.ArrowInvalid as exc:
@@ -221,16 +262,16 @@ def records_to_batch(data: bytes, topic: str, broker: str) -> Any:
     columns = [
         _constant_strings(topic, count),
         _constant_strings(broker, count),
-        pa.array(_int_column(heads, _QUEUE_ID, ">i4").astype(np.int32), pa.int32()),
-        pa.array(_int_column(heads, _QUEUE_OFFSET, ">i8").astype(np.int64), pa.int64()),
-        pc.coalesce(uniq, _offset_msg_ids(heads)),
+        pa.array(_field(buffer, positions, _QUEUE_ID, ">i4").astype(np.int32), pa.int32()),
+        pa.array(_field(buffer, positions, _QUEUE_OFFSET, ">i8").astype(np.int64), pa.int64()),
+        pc.coalesce(uniq, _offset_msg_ids(buffer, positions)),
         pc.map_lookup(properties, MessageConst.KEYS, "last"),
         pc.map_lookup(properties, MessageConst.TAGS, "last"),
-        _binary_array(pa.binary(), body_data, body_offsets),
-        _timestamps(_int_column(heads, _BORN_TIMESTAMP, ">i8")),
-        _timestamps(_int_column(heads, _STORE_TIMESTAMP, ">i8")),
+        _slices(pa.binary(), data, buffer, body_starts, body_lengths),
+        _timestamps(_field(buffer, positions, _BORN_TIMESTAMP, ">i8")),
+        _timestamps(_field(buffer, positions, _STORE_TIMESTAMP, ">i8")),
         properties,
-        pa.array(_int_column(heads, _RECONSUME_TIMES, ">i4").astype(np.int32), pa.int32()),
+        pa.array(_field(buffer, positions, _RECONSUME_TIMES, ">i4").astype(np.int32), pa.int32()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
