@@ -9,11 +9,14 @@ on the client's loop, at most ``consume_thread_max`` at once across queues).
 
 Ownership is the orderly mode's (CONSUMER.md section 7): the consumer registers as orderly, so the
 rebalance locks a queue at the broker before taking it and `lock_all` renews the locks; each queue
-has a *driver* task on the loop that holds the process queue's consume lock while any of its keys
-is in flight and releases it when none is. A rebalance that drops the queue therefore waits (up to
-its consume-lock timeout, then retries at the next rebalance) for the keys in flight to finish
-before it releases the broker lock; no new key starts once the queue is dropped. A key does not
-start while the queue's lock is missing or expired (the driver re-locks it as orderly does).
+holds the process queue's consume lock while any of its keys is in flight: the lock is taken (on
+the loop) when keys start on an idle queue and released by whichever consume thread finishes the
+last of them, so a busy queue costs no hand-over per batch. A rebalance that drops the queue
+therefore waits (up to its consume-lock timeout, then retries at the next rebalance) for the keys in
+flight to finish before it releases the broker lock; no new key starts once the queue is dropped.
+Each queue also has a *driver* task on the loop for what cannot be done in passing: waiting for a
+consume lock the rebalance holds, re-locking a queue whose broker lock is missing or expired (a key
+does not start then, as in orderly mode), resuming suspended keys, and forgetting a dropped queue.
 
 Messages stay in the process queue until consumed, so the usual flow control (cached count and size)
 applies and the committed offset is always the smallest offset not consumed yet: a crash replays
@@ -62,7 +65,7 @@ from rocketflow.client.consume_orderly import (
     TRY_LOCK_LATER_AT_ENTRY_MILLS,
     ConsumeMessageOrderlyService,
 )
-from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.process_queue import ConsumeLock, ProcessQueue
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 
 if TYPE_CHECKING:
@@ -81,6 +84,7 @@ DEAD_LETTER_WAIT: Final = 15.0
 #: A worker serves ready keys of its queue for this long (seconds), then queues the rest of its run
 #: behind the other queues' work, so that one busy queue cannot hold every consume thread.
 KEY_RUN_SLICE: Final = 0.05
+_SHARDING_KEY: Final = MessageConst.SHARDING_KEY
 #: How often idle drivers are checked for a dropped queue or a lapsed lock (seconds).
 WATCH_INTERVAL: Final = 1.0
 
@@ -116,7 +120,7 @@ class _QueueState:
     of it is being consumed) or ``suspended`` (waiting to retry its head message).
     """
 
-    __slots__ = ("admitted", "driver", "message_queue", "mutex", "pending", "process_queue", "ready",
+    __slots__ = ("admitted", "driver", "holding", "message_queue", "mutex", "pending", "process_queue", "ready",
                  "relocking", "running", "suspended", "wakeup")
 
     def __init__(self, message_queue: MessageQueue, process_queue: ProcessQueue) -> None:
@@ -131,6 +135,8 @@ class _QueueState:
         self.admitted: set[int] = set()
         self.wakeup = asyncio.Event()
         self.relocking = False
+        #: The process queue's consume lock is held (owner: this state) while any key runs; under ``mutex``.
+        self.holding = False
         self.driver: asyncio.Task[None] | None = None
 
 
@@ -202,20 +208,29 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
         if process_queue.dropped or self._stopped:
             return
         state = self._state_for(process_queue, message_queue)
+        admitted, pending, make_ready = state.admitted, state.pending, state.ready.append
+        key_of = self.message_key if self.key_function is not None else None
         with state.mutex:
             for msg in msgs:
                 offset = msg.queue_offset
-                if offset in state.admitted:
+                if offset in admitted:
                     continue
-                state.admitted.add(offset)
-                key = self.message_key(msg)
-                waiting = state.pending.get(key)
+                admitted.add(offset)
+                if key_of is None:  # the default key, inlined: this runs for every message
+                    key: MessageKey | None = msg.properties.get(_SHARDING_KEY)
+                    if not key:
+                        key = self.message_key(msg)
+                else:
+                    key = key_of(msg)
+                waiting = pending.get(key)
                 if waiting is None:
-                    state.pending[key] = deque((msg,))
-                    state.ready.append(key)
+                    pending[key] = deque((msg,))
+                    make_ready(key)
                 else:
                     waiting.append(msg)
-        state.wakeup.set()
+        # the common case starts the keys right here; the driver handles the rest
+        if not self._may_start(state.process_queue) or not self._start_ready_keys(state):
+            state.wakeup.set()
 
     def _state_for(self, pq: ProcessQueue, mq: MessageQueue) -> _QueueState:
         state = self._states.get(pq)
@@ -248,10 +263,9 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
         return not pq.dropped and not self._stopped and self._lock_valid(pq)
 
     async def _drive(self, state: _QueueState) -> None:
-        """Start ready keys while the queue is ours, holding the consume lock while any key is in flight."""
+        """Start ready keys that could not start in passing, re-lock a queue whose lock lapsed, and forget
+        the queue once it is dropped and idle."""
         pq, mq = state.process_queue, state.message_queue
-        consume_lock = pq.consume_lock
-        holding = False
         try:
             while True:
                 state.wakeup.clear()
@@ -263,47 +277,56 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
                         logger.debug("%s: %s dropped; its keys stop", self.group, mq)
                         return
                 elif not self._lock_valid(pq):
-                    if holding and idle:
-                        consume_lock.release()
-                        holding = False
                     if not state.relocking:
                         state.relocking = True
                         logger.warning("%s: %s is not locked (or the lock expired); consuming it later", self.group,
                                        mq)
                         self.try_lock_later_and_reconsume(mq, pq, TRY_LOCK_LATER_AT_ENTRY_MILLS)
-                elif has_ready:
-                    if not holding:
-                        await consume_lock.acquire_async()
-                        holding = True
-                        continue     # the queue may have been dropped meanwhile
-                    self._start_ready_keys(state)
-                elif holding and idle:
-                    consume_lock.release()
-                    holding = False
+                elif has_ready and not self._start_ready_keys(state):
+                    # the consume lock is taken (a rebalance checking the queue): try again shortly
+                    await asyncio.sleep(ConsumeLock.ASYNC_POLL_MAX)
+                    continue
                 await state.wakeup.wait()
         finally:
-            if holding:
-                consume_lock.release()
+            with state.mutex:
+                self._release_if_idle(state)
             if self._states.get(pq) is state:
                 del self._states[pq]
 
-    def _start_ready_keys(self, state: _QueueState) -> None:
+    @staticmethod
+    def _release_if_idle(state: _QueueState) -> None:
+        # caller holds state.mutex
+        if state.holding and not state.running:
+            state.holding = False
+            state.process_queue.consume_lock.release_for(state)
+
+    def _start_ready_keys(self, state: _QueueState) -> bool:
+        """Start ready keys (on the loop; the caller checked `_may_start`). False: the consume lock is
+        held by someone else (a rebalance), nothing started."""
         started: list[tuple[MessageKey, MessageExt]] = []
         limit = self.max_in_flight_per_queue
         with state.mutex:
+            if not state.ready:
+                return True
+            if not state.holding:
+                if not state.process_queue.consume_lock.try_acquire_for(state):
+                    return False
+                state.holding = True
             while state.ready and len(state.running) < limit:
                 key = state.ready.popleft()
                 state.running.add(key)
                 started.append((key, state.pending[key].popleft()))
+            self._release_if_idle(state)
         if self.is_async:
             for key, msg in started:
                 self._run_task(self._run_keys_async(state, key, msg))
-            return
+            return True
         # a fast listener's keys go to a worker several at a time (see `bundle_size`); bounded by
         # max_in_flight_per_queue, not BUNDLE_MAX_CALLS: half the keys per worker measured ~15% slower
         per_worker = self.bundle_size(len(started))
         for start in range(0, len(started), per_worker):
             self._run_in_pool(self._run_keys_sync, state, started[start:start + per_worker])
+        return True
 
     # ------------------------------------------------------------------ running keys
 
@@ -455,12 +478,13 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
                     running.add(next_key)
                     following.append((next_key, state.pending[next_key].popleft()))
             idle = not state.running
+            self._release_if_idle(state)
         for key, _, outcome, suspend_millis in settled:
             if outcome is _Outcome.RETRY:
                 self.consumer.call_later(self._suspend_seconds(suspend_millis),
                                          functools.partial(self._resume_key, state, key))
-        if idle:
-            self._wake(state)
+        if idle and (skipped or pq.dropped or self._stopped or state.ready or not self._lock_valid(pq)):
+            self._wake(state)   # the driver has something to do (the consume lock is already released)
         return following
 
     def _resume_key(self, state: _QueueState, key: MessageKey) -> None:

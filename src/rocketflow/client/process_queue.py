@@ -183,6 +183,26 @@ class ConsumeLock:
                 return True
             delay = min(delay * 2, self.ASYNC_POLL_MAX)
 
+    def try_acquire_for(self, owner: object) -> bool:
+        """Take the lock for ``owner`` if it is free (or already ``owner``'s), without waiting.
+
+        ``owner`` is any object that stands for a holder which is neither one thread nor one task
+        (e.g. work spread over several consume threads); release it with `release_for`.
+        """
+        with self._mutex:
+            return self._take(owner)
+
+    def release_for(self, owner: object) -> None:
+        """Release one level held by ``owner`` (see `try_acquire_for`), from any thread or task."""
+        with self._mutex:
+            if self._owner is not owner:
+                raise RuntimeError("ConsumeLock released for an owner that does not hold it")
+            self._count -= 1
+            if self._count == 0:
+                self._owner = None
+                if self._waiters:
+                    self._cond.notify()
+
     def release(self) -> None:
         """Release one level; the caller must be the owning thread or task (else `RuntimeError`)."""
         with self._mutex:

@@ -123,8 +123,10 @@ def _field(buffer: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], offset
     elements reads the field; no per-byte index arrays.
     """
     kind = np.dtype(dtype)
-    at_every_byte = np.ndarray(shape=(len(buffer) - kind.itemsize + 1,), dtype=kind, buffer=buffer, strides=(1,))
-    return at_every_byte[positions + offset]
+    at_every_byte: np.ndarray[Any, Any] = np.ndarray(shape=(len(buffer) - kind.itemsize + 1,), dtype=kind,
+                                                     buffer=buffer, strides=(1,))
+    values: np.ndarray[Any, Any] = at_every_byte[positions + offset]
+    return values
 
 
 def _slices(kind: Any, data: Any, buffer: np.ndarray[Any, Any], starts: np.ndarray[Any, Any],
@@ -149,7 +151,7 @@ def _slices(kind: Any, data: Any, buffer: np.ndarray[Any, Any], starts: np.ndarr
         short_lengths = lengths[inline]
         index = np.minimum(short_starts[:, None] + _INLINE_RANGE, len(buffer) - 1)
         inline_bytes = buffer[index] if len(buffer) else np.zeros(index.shape, dtype=np.uint8)
-        inline_bytes[_INLINE_RANGE >= short_lengths[:, None]] = 0
+        inline_bytes[short_lengths[:, None] <= _INLINE_RANGE] = 0
         views.view(np.uint8).reshape(count, 16)[inline, 4:] = inline_bytes
     view_kind = pa.binary_view() if kind == pa.binary() else pa.string_view()
     return pa.Array.from_buffers(view_kind, count, [None, pa.py_buffer(views), pa.py_buffer(data)]).cast(kind)

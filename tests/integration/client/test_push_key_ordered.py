@@ -406,3 +406,49 @@ def test_default_keys_and_bad_arguments() -> None:
     assert consumer.key_ordered is not None and consumer.consume_orderly
     consumer.register_concurrent_listener(lambda msgs, context: None)   # switching modes forgets it
     assert consumer.key_ordered is None
+
+
+def test_consume_lock_is_held_exactly_while_keys_run(cluster: DevCluster) -> None:
+    """The queue's consume lock is taken when keys start and released by the consume thread that
+    finishes the last of them (at once, not at the driver's next check); while a key runs, anyone
+    else (a rebalance dropping the queue) cannot take it, and other keys still start."""
+    topic, group = "KoLockT", "cg_ko_lock"
+    make_topic(cluster, topic, 1)
+    release = threading.Event()
+    entered = threading.Event()
+    done: list[int] = []
+
+    def listener(msgs: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeOrderlyStatus:
+        if msgs[0].keys == "slow":
+            entered.set()
+            release.wait(30)
+        done.append(msgs[0].queue_offset)
+        return SUCCESS
+
+    consumer = new_consumer(cluster, group, "ko-lock", consume_from=FIRST, **FAST_LOCKS)
+    consumer.subscribe(topic)
+    consumer.register_key_ordered_listener(listener)
+    mq = MessageQueue(topic, cluster.broker_config.broker_name, 0)
+    with Producer("ko_lock_pg", namesrv=cluster.namesrv_addr, instance_name="ko-lock-p") as producer, consumer:
+        for index in range(10):
+            producer.send(Message(topic, b"x", keys=f"fast{index}"))
+        wait_until(lambda: len(done) == 10, timeout=15)
+        pq = consumer.rebalance.process_queue_table[mq]
+        # released by the worker that finished the last key: well within the driver's 1 s watch interval
+        wait_until(lambda: not pq.consume_lock.locked(), timeout=0.3, interval=0.01)
+        try:
+            producer.send(Message(topic, b"x", keys="slow"))
+            assert entered.wait(10)
+            assert pq.consume_lock.locked()
+            assert not pq.consume_lock.try_acquire_for(object())     # a rebalance would have to wait
+            producer.send(Message(topic, b"x", keys="fast-after"))  # another key still runs meanwhile
+            wait_until(lambda: len(done) == 11, timeout=10)
+            assert pq.consume_lock.locked()
+        finally:
+            release.set()
+        wait_until(lambda: len(done) == 12, timeout=10)
+        wait_until(lambda: not pq.consume_lock.locked(), timeout=0.3, interval=0.01)
+        owner = object()
+        assert pq.consume_lock.try_acquire_for(owner)
+        pq.consume_lock.release_for(owner)
+    assert sorted(done) == list(range(12))
