@@ -20,8 +20,11 @@ PAGE_SIZE = mmap.PAGESIZE
 #: how far past the write position a segment's disk blocks are allocated in one step (at most; small
 #: segments such as consume queues, of which there may be thousands, step by 1/256 of their size)
 RESERVE_AHEAD_BYTES = 1024 * 1024
-#: appends at least this big are written with pwrite(2) rather than copied into the mapping
-_PWRITE_MIN_BYTES = 16 * 1024
+#: appends at least this big (a page) are written with pwrite(2) rather than copied into the mapping: a
+#: batch's bytes are cheaper to hand to the page cache in one call than to fault fresh mapped pages in
+#: one by one (measured 5-15% more 100-byte appends a second in batches of 32); a single small message
+#: is cheaper to copy
+_PWRITE_MIN_BYTES = 4096
 _CANNOT_RESERVE = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
 
 
