@@ -68,6 +68,15 @@ _STORE_HOST: Final = 64
 _RECONSUME_TIMES: Final = 72
 _BODY_LEN: Final = 84
 _BODY: Final = 88
+#: The fixed head of such a record, big-endian, as one numpy element (gathered once a record).
+_HEAD: Final = np.dtype({
+    "names": ["size", "queue_id", "queue_offset", "commit_log_offset", "sys_flag", "born_timestamp",
+              "store_timestamp", "store_host", "reconsume_times", "body_len"],
+    "formats": [">i4", ">i4", ">i8", ">u8", ">i4", ">i8", ">i8", ">u8", ">i4", ">i4"],
+    "offsets": [0, _QUEUE_ID, _QUEUE_OFFSET, _COMMIT_LOG_OFFSET, _SYS_FLAG, _BORN_TIMESTAMP, _STORE_TIMESTAMP,
+                _STORE_HOST, _RECONSUME_TIMES, _BODY_LEN],
+    "itemsize": _BODY,
+})
 _SLOW_FLAGS: Final = int(MessageSysFlag.COMPRESSED | MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
 
 _I32_I32: Final = struct.Struct(">ii")
@@ -76,6 +85,13 @@ _MAGIC_BYTES: Final = tuple(struct.pack(">i", MAGIC_CODE))
 #: Values up to this many bytes live inside their binary-view entry (Arrow's columnar format).
 _VIEW_INLINE: Final = 12
 _INLINE_RANGE: Final = np.arange(_VIEW_INLINE, dtype=np.int64)
+_TWELVE_BYTES: Final = np.dtype((np.void, _VIEW_INLINE))
+#: row n keeps the first n of 12 bytes (the zero padding Arrow wants after an inlined value)
+_INLINE_MASKS: Final = np.ascontiguousarray(
+    np.where(_INLINE_RANGE[None, :] < np.arange(_VIEW_INLINE + 1)[:, None], 0xFF, 0).astype(np.uint8)
+).view(_TWELVE_BYTES).ravel()
+#: Arrow's binary-view entry: the length, then 12 bytes (the value inlined, or prefix, buffer index, offset)
+_VIEW: Final = np.dtype([("length", "<i4"), ("rest", _TWELVE_BYTES)])
 
 
 def record_positions(data: bytes) -> np.ndarray[Any, np.dtype[np.int64]]:
@@ -116,7 +132,7 @@ def _walk_records(data: bytes) -> np.ndarray[Any, np.dtype[np.int64]]:
 
 
 def _field(buffer: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], offset: int,
-           dtype: str) -> np.ndarray[Any, Any]:
+           dtype: str | np.dtype[Any]) -> np.ndarray[Any, Any]:
     """The fixed-width field at ``offset`` of every record, read through an overlapping byte-strided view.
 
     The view has one (unaligned) element starting at every byte, so one gather of ``len(positions)``
@@ -138,21 +154,44 @@ def _slices(kind: Any, data: Any, buffer: np.ndarray[Any, Any], starts: np.ndarr
     one memcpy a value instead of numpy gathers through per-byte index arrays.
     """
     count = len(starts)
-    views = np.zeros((count, 4), dtype="<i4")
-    views[:, 0] = lengths
+    views = np.empty(count, dtype=_VIEW)
+    views["length"] = lengths
     inline = lengths <= _VIEW_INLINE
-    outside = ~inline
-    if outside.any():
-        out_starts = starts[outside]
-        views[outside, 1] = _field(buffer, out_starts, 0, "<i4")
-        views[outside, 3] = out_starts
-    if inline.any():
-        short_starts = starts[inline]
-        short_lengths = lengths[inline]
-        index = np.minimum(short_starts[:, None] + _INLINE_RANGE, len(buffer) - 1)
-        inline_bytes = buffer[index] if len(buffer) else np.zeros(index.shape, dtype=np.uint8)
-        inline_bytes[short_lengths[:, None] <= _INLINE_RANGE] = 0
-        views.view(np.uint8).reshape(count, 16)[inline, 4:] = inline_bytes
+    all_inline = bool(inline.all())
+    if not all_inline:
+        # prefix (the first 4 bytes), data buffer 0, offset
+        outside = None if not inline.any() else ~inline
+        out_starts = starts if outside is None else starts[outside]
+        reference = np.empty((len(out_starts), 3), dtype="<i4")
+        reference[:, 0] = _field(buffer, out_starts, 0, "<i4")
+        reference[:, 1] = 0
+        reference[:, 2] = out_starts
+        if outside is None:
+            views["rest"] = reference.view(_TWELVE_BYTES).ravel()
+        else:
+            views["rest"][outside] = reference.view(_TWELVE_BYTES).ravel()
+    if all_inline or inline.any():
+        short_starts = starts if all_inline else starts[inline]
+        short_lengths = lengths if all_inline else lengths[inline]
+        # the 12 bytes from each start, gathered as one 12-byte element each through a byte-strided
+        # view; the few starts within 12 bytes of the buffer's end are gathered byte by byte
+        last_full = len(buffer) - _VIEW_INLINE
+        near_end = short_starts > last_full
+        if last_full >= 0:
+            every_12 = np.ndarray(shape=(last_full + 1,), dtype=_TWELVE_BYTES, buffer=buffer, strides=(1,))
+            chunks = every_12[np.where(near_end, 0, short_starts)]
+        else:
+            chunks = np.zeros(len(short_starts), dtype=_TWELVE_BYTES)
+        inline_bytes = chunks.view(np.uint8).reshape(-1, _VIEW_INLINE)
+        if near_end.any():
+            index = np.minimum(short_starts[near_end][:, None] + _INLINE_RANGE, len(buffer) - 1)
+            inline_bytes[near_end] = buffer[index] if len(buffer) else 0
+        masks = _INLINE_MASKS[short_lengths].view(np.uint8).reshape(-1, _VIEW_INLINE)
+        np.bitwise_and(inline_bytes, masks, out=inline_bytes)
+        if all_inline:
+            views["rest"] = chunks
+        else:
+            views["rest"][inline] = chunks
     view_kind = pa.binary_view() if kind == pa.binary() else pa.string_view()
     return pa.Array.from_buffers(view_kind, count, [None, pa.py_buffer(views), pa.py_buffer(data)]).cast(kind)
 
@@ -179,15 +218,25 @@ def properties_map(texts: Any) -> Any:
     separators = np.flatnonzero(used == 2) + base
     record_ends = offsets[1:]
     # Every entry ends at a 0x02 (the next entry starts after it) or at its text's end (starts at it).
-    ends = np.concatenate([separators, record_ends])
-    next_starts = np.concatenate([separators + 1, record_ends])
-    order = np.argsort(np.concatenate([separators * 2 + 1, record_ends * 2]), kind="stable")
-    ends = ends[order]
+    # Merged in position order without sorting: record i's separators, then its end, then record i+1's.
+    separator_records = np.searchsorted(record_ends, separators, side="right")
+    separators_before_end = np.searchsorted(separators, record_ends, side="left")
+    entry_count = len(separators) + count
+    ends = np.empty(entry_count, dtype=np.int64)
+    next_starts = np.empty(entry_count, dtype=np.int64)
+    parents = np.empty(entry_count, dtype=np.int64)
+    at_separators = np.arange(len(separators)) + separator_records
+    at_record_ends = separators_before_end + np.arange(count)
+    ends[at_separators] = separators
+    ends[at_record_ends] = record_ends
+    next_starts[at_separators] = separators + 1
+    next_starts[at_record_ends] = record_ends
+    parents[at_separators] = separator_records
+    parents[at_record_ends] = np.arange(count)
     starts = np.empty_like(ends)
-    if len(ends):
+    if entry_count:
         starts[0] = offsets[0]
-        starts[1:] = next_starts[order][:-1]
-    parents = np.searchsorted(record_ends, ends, side="left")
+        starts[1:] = next_starts[:-1]
     pairs = np.flatnonzero(used == 1) + base
     first_pair = np.searchsorted(pairs, starts, side="left")
     has_pair = first_pair < len(pairs)
@@ -205,12 +254,12 @@ def properties_map(texts: Any) -> Any:
     return pa.MapArray.from_arrays(pa.array(map_offsets, pa.int32()), keys, values)
 
 
-def _offset_msg_ids(buffer: np.ndarray[Any, Any], positions: np.ndarray[Any, Any]) -> Any:
+def _offset_msg_ids(heads: np.ndarray[Any, Any]) -> Any:
     """The 32-hex-digit offset message ids: store host (IPv4 + port) then commit-log offset."""
-    count = len(positions)
+    count = len(heads)
     raw = np.empty((count, 2), dtype=">u8")
-    raw[:, 0] = _field(buffer, positions, _STORE_HOST, ">u8")
-    raw[:, 1] = _field(buffer, positions, _COMMIT_LOG_OFFSET, ">u8")
+    raw[:, 0] = heads["store_host"]
+    raw[:, 1] = heads["commit_log_offset"]
     raw_bytes = raw.view(np.uint8).reshape(count, 16)
     digits = np.empty((count, 32), dtype=np.uint8)
     digits[:, 0::2] = _HEX_DIGITS[raw_bytes >> 4]
@@ -235,14 +284,14 @@ def records_to_batch(data: bytes, topic: str, broker: str) -> Any:
     if len(positions) == 0:
         return empty_batch()
     buffer = np.frombuffer(data, dtype=np.uint8)
-    sys_flags = _field(buffer, positions, _SYS_FLAG, ">i4")
-    if np.any(sys_flags & _SLOW_FLAGS):
+    heads = _field(buffer, positions, 0, _HEAD)
+    if np.any(heads["sys_flag"] & _SLOW_FLAGS):
         return messages_to_batch(decode_records(data), broker)
     count = len(positions)
-    body_lengths = _field(buffer, positions, _BODY_LEN, ">i4").astype(np.int64)
+    body_lengths = heads["body_len"].astype(np.int64)
     if np.any(body_lengths < 0):
         raise RecordDecodeError("a record's body length is negative")
-    sizes = _field(buffer, positions, 0, ">i4").astype(np.int64)
+    sizes = heads["size"].astype(np.int64)
     body_starts = positions + _BODY
     topic_starts = body_starts + body_lengths + 1
     if np.any(topic_starts + 2 > positions + sizes):
@@ -264,16 +313,16 @@ def records_to_batch(data: bytes, topic: str, broker: str) -> Any:
     columns = [
         _constant_strings(topic, count),
         _constant_strings(broker, count),
-        pa.array(_field(buffer, positions, _QUEUE_ID, ">i4").astype(np.int32), pa.int32()),
-        pa.array(_field(buffer, positions, _QUEUE_OFFSET, ">i8").astype(np.int64), pa.int64()),
-        pc.coalesce(uniq, _offset_msg_ids(buffer, positions)),
+        pa.array(heads["queue_id"].astype(np.int32), pa.int32()),
+        pa.array(heads["queue_offset"].astype(np.int64), pa.int64()),
+        pc.coalesce(uniq, _offset_msg_ids(heads)),
         pc.map_lookup(properties, MessageConst.KEYS, "last"),
         pc.map_lookup(properties, MessageConst.TAGS, "last"),
         _slices(pa.binary(), data, buffer, body_starts, body_lengths),
-        _timestamps(_field(buffer, positions, _BORN_TIMESTAMP, ">i8")),
-        _timestamps(_field(buffer, positions, _STORE_TIMESTAMP, ">i8")),
+        _timestamps(heads["born_timestamp"]),
+        _timestamps(heads["store_timestamp"]),
         properties,
-        pa.array(_field(buffer, positions, _RECONSUME_TIMES, ">i4").astype(np.int32), pa.int32()),
+        pa.array(heads["reconsume_times"].astype(np.int32), pa.int32()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 

@@ -43,7 +43,7 @@ from rocketflow.spark.options import (
 from rocketflow.spark.writing import send_record_batch
 
 #: Pull bodies are decoded in pieces of about this many bytes (see `_pieces`).
-DECODE_PIECE_BYTES: Final = 256 * 1024
+DECODE_PIECE_BYTES: Final = 1024 * 1024
 
 logger = logging.getLogger("rocketflow.spark")
 
@@ -156,8 +156,9 @@ class _Reading:
 def _pieces(bodies: list[bytes]) -> Iterator[bytes]:
     """Pull bodies joined into pieces of about `DECODE_PIECE_BYTES`, in order.
 
-    Decoding is column-wise over a piece: its index arrays are ~20x the piece, so pieces that stay in
-    the CPU caches decode about twice as fast per record as a whole 64 K-offset chunk at once.
+    Decoding is column-wise over a piece: a few dozen numpy and Arrow calls whatever its size, so
+    small pieces pay that fixed cost per few records, and huge ones fall out of the CPU caches.
+    About 1 MiB (~4,000 records of 100 bytes) measured cheapest per record.
     """
     piece: list[bytes] = []
     size = 0
