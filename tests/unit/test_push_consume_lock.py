@@ -141,3 +141,47 @@ def test_process_queue_and_message_queue_lock_use_it() -> None:
     mq = MessageQueue("T", "b", 0)
     assert locks.fetch_lock_object(mq) is locks.fetch_lock_object(mq)
     assert locks.fetch_lock_object(mq) is not locks.fetch_lock_object(MessageQueue("T", "b", 1))
+
+
+def test_an_owner_token_holds_the_lock_across_threads_and_tasks() -> None:
+    lock = ConsumeLock()
+    token = object()
+    assert lock.try_acquire_for(token)
+    assert lock.try_acquire_for(token)          # re-entrant for the same token
+    assert not lock.acquire(timeout=0.02)       # a thread waits ...
+    assert not lock.try_acquire_for(object())   # ... and another token is refused
+
+    async def task_tries() -> bool:
+        return lock.try_acquire_for_task()
+
+    assert asyncio.run(task_tries()) is False   # so is a task
+    with pytest.raises(RuntimeError):
+        lock.release()                          # the calling thread is not the owner
+    with pytest.raises(RuntimeError):
+        lock.release_for(object())
+    released = threading.Thread(target=lambda: (lock.release_for(token), lock.release_for(token)))
+    released.start()                            # any thread may release for the token
+    released.join()
+    assert not lock.locked()
+    with pytest.raises(RuntimeError):
+        lock.release_for(token)
+
+
+def test_a_thread_waiting_for_a_token_held_lock_gets_it_on_release_for() -> None:
+    lock = ConsumeLock()
+    token = object()
+    assert lock.try_acquire_for(token)
+    got = threading.Event()
+
+    def wait() -> None:
+        if lock.acquire(timeout=5):
+            got.set()
+            lock.release()
+
+    waiter = threading.Thread(target=wait)
+    waiter.start()
+    time.sleep(0.05)
+    assert not got.is_set()
+    lock.release_for(token)
+    waiter.join(5)
+    assert got.is_set()
