@@ -264,6 +264,7 @@ _LATENCY_PRODUCER = textwrap.dedent("""
                 all_done.set()
 
     started = time.perf_counter()
+    cpu_started = time.process_time()
     for index in range(0, total, batch):
         target = started + index / rate
         delay = target - time.perf_counter()
@@ -279,8 +280,9 @@ _LATENCY_PRODUCER = textwrap.dedent("""
         if outcome["error"] is not None:
             raise outcome["error"]
     elapsed = time.perf_counter() - started
+    cpu = time.process_time() - cpu_started
     producer.shutdown()
-    print("sent", total, round(total / elapsed, 1), flush=True)
+    print("sent", total, round(total / elapsed, 1), round(cpu, 3), flush=True)
 """)
 
 
@@ -321,8 +323,11 @@ def latency(namesrv: str, rate: int, seconds: float, batch: int, progress: Progr
     progress.update(task, completed=len(samples))
     if len(samples) < total:
         raise SystemExit(f"latency: received {len(samples)} of {total} ({out.strip()})")
-    sent_rate = float(out.split()[-1]) if out.startswith("sent") else 0.0
+    fields = out.split() if out.startswith("sent") else []
+    sent_rate = float(fields[2]) if len(fields) > 2 else 0.0
+    producer_cpu = float(fields[3]) if len(fields) > 3 else 0.0
     return {"messages": len(samples), "target_rate": rate, "sent_rate": sent_rate, "send_batch": batch,
+            "producer_cpu_s": producer_cpu,
             "p50_ms": round(statistics.median(samples), 3), "p99_ms": round(percentile(samples, 0.99), 3),
             "p999_ms": round(percentile(samples, 0.999), 3), "max_ms": round(max(samples), 3),
             "mean_ms": round(statistics.fmean(samples), 3)}

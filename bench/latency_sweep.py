@@ -1,0 +1,147 @@
+"""End-to-end latency against the send rate: where the tail starts to grow.
+
+Run `python bench/latency_sweep.py [--rates 500,1000,2000,3000,5000] [--seconds 10]` from the repo
+root. One `rocketflow dev` subprocess; for each rate, the latency phase of `client_bench.py` (a
+producer subprocess sending `send_async` at a steady rate, each body stamped with its send time, and a
+concurrent push consumer in this process recording now minus that), plus the CPU each of the three
+processes spent per message. Prints a table, writes JSON under bench/results/ and, with matplotlib
+installed (the `demo` extra), a PNG of p50/p99/p99.9 and CPU against the rate.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import resource
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import psutil
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from broker_bench import BrokerProcess, CpuMeter
+from client_bench import LATENCY_TOPIC, REPO_ROOT, create_topic, latency
+
+from rocketflow import Producer
+
+#: the latency target of issue 5 (p99, ms)
+P99_TARGET_MS = 2.0
+
+
+def _cpu_self() -> float:
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return usage.ru_utime + usage.ru_stime
+
+
+def sweep(rates: list[int], seconds: float, console: Console) -> list[dict[str, Any]]:
+    work_dir = Path(tempfile.mkdtemp(prefix="rocketflow-latency-sweep-"))
+    broker = BrokerProcess(work_dir / "store")
+    rows: list[dict[str, Any]] = []
+    try:
+        broker.start()
+        setup = Producer("latency_sweep_setup_pg", broker.namesrv_addr)
+        setup.start()
+        try:
+            create_topic(setup, broker.broker_addr, LATENCY_TOPIC)
+        finally:
+            setup.shutdown()
+        broker_cpu = CpuMeter(psutil.Process(broker.pid))
+        with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                      console=console) as progress:
+            for rate in rates:
+                broker_cpu.start()
+                consumer_before = _cpu_self()
+                result = latency(broker.namesrv_addr, rate, seconds, 1, progress)
+                count = result["messages"]
+                result["cpu_us_per_msg"] = {
+                    # the producer's own send loop (its start-up and warm-up sends left out)
+                    "producer": round(result["producer_cpu_s"] / count * 1e6, 1),
+                    "broker": round(broker_cpu.stop() / count * 1e6, 1),
+                    # the whole phase: also the consumer's start and its 2 s wait before the producer starts
+                    "consumer": round((_cpu_self() - consumer_before) / count * 1e6, 1),
+                }
+                rows.append(result)
+    finally:
+        broker.stop()
+        shutil.rmtree(work_dir, ignore_errors=True)
+    return rows
+
+
+def plot(rows: list[dict[str, Any]], path: Path) -> bool:
+    try:
+        import matplotlib
+    except ImportError:
+        return False
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    rates = [row["target_rate"] for row in rows]
+    figure, (latency_axes, cpu_axes) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for key, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
+        latency_axes.plot(rates, [row[key] for row in rows], marker="o", label=label)
+    latency_axes.axhline(P99_TARGET_MS, color="grey", linestyle="--", label=f"p99 target {P99_TARGET_MS:g} ms")
+    latency_axes.set_yscale("log")
+    latency_axes.set_xlabel("send rate (msg/s)")
+    latency_axes.set_ylabel("end-to-end latency (ms)")
+    latency_axes.legend()
+    latency_axes.grid(True, which="both", alpha=0.3)
+    for role in ("producer", "broker", "consumer"):
+        cpu_axes.plot(rates, [row["cpu_us_per_msg"][role] * row["target_rate"] / 1e6 for row in rows], marker="o",
+                      label=role)
+    cpu_axes.axhline(psutil.cpu_count() or 1, color="grey", linestyle="--", label="cores")
+    cpu_axes.set_xlabel("send rate (msg/s)")
+    cpu_axes.set_ylabel("CPU (cores)")
+    cpu_axes.legend()
+    cpu_axes.grid(True, alpha=0.3)
+    figure.suptitle("rocketflow end-to-end latency, single send_async, 100 B, one machine")
+    figure.tight_layout()
+    figure.savefig(path, dpi=110)
+    plt.close(figure)
+    return True
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--rates", default="500,1000,2000,3000,5000", help="comma-separated msg/s")
+    parser.add_argument("--seconds", type=float, default=10.0, help="length of each rate's phase")
+    parser.add_argument("--output", type=Path, default=None, help="JSON result file (the PNG goes beside it)")
+    args = parser.parse_args()
+    try:
+        rates = sorted({int(rate) for rate in args.rates.split(",") if rate.strip()})
+    except ValueError:
+        parser.error(f"--rates: comma-separated integers expected, got {args.rates!r}")
+    if not rates or rates[0] <= 0:
+        parser.error("--rates: at least one positive rate")
+    console = Console(width=None if sys.stdout.isatty() else 150)
+    rows = sweep(rates, args.seconds, console)
+    table = Table(title="end-to-end latency by send rate (single send_async of 100 B)")
+    for column in ("msg/s", "sent/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "producer CPU us/msg",
+                   "broker CPU us/msg", "consumer CPU us/msg", f"p99 < {P99_TARGET_MS:g} ms"):
+        table.add_column(column, justify="right")
+    for row in rows:
+        cpu = row["cpu_us_per_msg"]
+        table.add_row(f"{row['target_rate']:,}", f"{row['sent_rate']:,.0f}", f"{row['p50_ms']:.2f}",
+                      f"{row['p99_ms']:.2f}", f"{row['p999_ms']:.2f}", f"{row['max_ms']:.2f}", f"{cpu['producer']:.0f}",
+                      f"{cpu['broker']:.0f}", f"{cpu['consumer']:.0f}", str(row["p99_ms"] < P99_TARGET_MS))
+    console.print(table)
+    output = args.output or REPO_ROOT / "bench" / "results" / f"latency_sweep-{time.strftime('%Y%m%d-%H%M%S')}.json"
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps({"seconds": args.seconds, "cpus": psutil.cpu_count(), "rows": rows}, indent=2) + "\n")
+    console.print(f"results written to {output}")
+    png = output.with_suffix(".png")
+    if plot(rows, png):
+        console.print(f"plot written to {png}")
+    else:
+        console.print("matplotlib is not installed: no plot (pip install -e '.[demo]')")
+
+
+if __name__ == "__main__":
+    main()
