@@ -25,9 +25,15 @@ def test_threads_are_excluded_and_the_owner_reenters() -> None:
     assert not lock.locked()
 
 
-def test_a_waiting_thread_gets_the_lock_when_released() -> None:
+@pytest.mark.parametrize("holder", ["thread", "token"])
+def test_a_waiting_thread_gets_the_lock_when_released(holder: str) -> None:
+    """Held by this thread (released with `release`) or by an owner token (`release_for`)."""
     lock = ConsumeLock()
-    lock.acquire()
+    token = object()
+    if holder == "thread":
+        lock.acquire()
+    else:
+        assert lock.try_acquire_for(token)
     got = threading.Event()
 
     def wait() -> None:
@@ -39,7 +45,10 @@ def test_a_waiting_thread_gets_the_lock_when_released() -> None:
     waiter.start()
     time.sleep(0.05)
     assert not got.is_set()
-    lock.release()
+    if holder == "thread":
+        lock.release()
+    else:
+        lock.release_for(token)
     waiter.join(5)
     assert got.is_set()
 
@@ -165,23 +174,3 @@ def test_an_owner_token_holds_the_lock_across_threads_and_tasks() -> None:
     assert not lock.locked()
     with pytest.raises(RuntimeError):
         lock.release_for(token)
-
-
-def test_a_thread_waiting_for_a_token_held_lock_gets_it_on_release_for() -> None:
-    lock = ConsumeLock()
-    token = object()
-    assert lock.try_acquire_for(token)
-    got = threading.Event()
-
-    def wait() -> None:
-        if lock.acquire(timeout=5):
-            got.set()
-            lock.release()
-
-    waiter = threading.Thread(target=wait)
-    waiter.start()
-    time.sleep(0.05)
-    assert not got.is_set()
-    lock.release_for(token)
-    waiter.join(5)
-    assert got.is_set()

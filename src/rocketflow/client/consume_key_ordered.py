@@ -84,7 +84,6 @@ DEAD_LETTER_WAIT: Final = 15.0
 #: A worker serves ready keys of its queue for this long (seconds), then queues the rest of its run
 #: behind the other queues' work, so that one busy queue cannot hold every consume thread.
 KEY_RUN_SLICE: Final = 0.05
-_SHARDING_KEY: Final = MessageConst.SHARDING_KEY
 #: How often idle drivers are checked for a dropped queue or a lapsed lock (seconds).
 WATCH_INTERVAL: Final = 1.0
 
@@ -210,7 +209,7 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
             return
         state = self._state_for(process_queue, message_queue)
         admitted, pending, running, make_ready = state.admitted, state.pending, state.running, state.ready.append
-        key_of = self.message_key if self.key_function is not None else None
+        key_of = self.message_key
         may_start = self._may_start(process_queue)
         limit = self.max_in_flight_per_queue
         started: list[tuple[MessageKey, MessageExt]] = []
@@ -224,12 +223,7 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
                 if offset in admitted:
                     continue
                 admitted.add(offset)
-                if key_of is None:  # the default key, inlined: this runs for every message
-                    key: MessageKey | None = msg.properties.get(_SHARDING_KEY)
-                    if not key:
-                        key = self.message_key(msg)
-                else:
-                    key = key_of(msg)
+                key = key_of(msg)
                 waiting = pending.get(key)
                 if waiting is not None:
                     waiting.append(msg)

@@ -162,8 +162,7 @@ class ConsumeLock:
         task = asyncio.current_task()
         if task is None:
             raise RuntimeError("try_acquire_for_task() must be called from an asyncio task")
-        with self._mutex:
-            return self._take(task)
+        return self.try_acquire_for(task)
 
     async def acquire_async(self, timeout: float | None = None) -> bool:
         """Take the lock for the current task, polling without blocking the loop; False after ``timeout`` s."""
@@ -197,11 +196,7 @@ class ConsumeLock:
         with self._mutex:
             if self._owner is not owner:
                 raise RuntimeError("ConsumeLock released for an owner that does not hold it")
-            self._count -= 1
-            if self._count == 0:
-                self._owner = None
-                if self._waiters:
-                    self._cond.notify()
+            self._release_level()
 
     def release(self) -> None:
         """Release one level; the caller must be the owning thread or task (else `RuntimeError`)."""
@@ -216,11 +211,15 @@ class ConsumeLock:
                     task = None
                 if task is None or owner is not task:
                     raise RuntimeError("ConsumeLock released by a thread or task that does not own it")
-            self._count -= 1
-            if self._count == 0:
-                self._owner = None
-                if self._waiters:
-                    self._cond.notify()
+            self._release_level()
+
+    def _release_level(self) -> None:
+        # caller holds self._mutex and checked the owner
+        self._count -= 1
+        if self._count == 0:
+            self._owner = None
+            if self._waiters:
+                self._cond.notify()
 
     def locked(self) -> bool:
         """Whether anyone holds the lock."""

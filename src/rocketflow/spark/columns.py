@@ -178,8 +178,7 @@ def _slices(kind: Any, data: Any, buffer: np.ndarray[Any, Any], starts: np.ndarr
         last_full = len(buffer) - _VIEW_INLINE
         near_end = short_starts > last_full
         if last_full >= 0:
-            every_12 = np.ndarray(shape=(last_full + 1,), dtype=_TWELVE_BYTES, buffer=buffer, strides=(1,))
-            chunks = every_12[np.where(near_end, 0, short_starts)]
+            chunks = _field(buffer, np.where(near_end, 0, short_starts), 0, _TWELVE_BYTES)
         else:
             chunks = np.zeros(len(short_starts), dtype=_TWELVE_BYTES)
         inline_bytes = chunks.view(np.uint8).reshape(-1, _VIEW_INLINE)
@@ -240,7 +239,8 @@ def properties_map(texts: Any) -> Any:
     pairs = np.flatnonzero(used == 1) + base
     first_pair = np.searchsorted(pairs, starts, side="left")
     has_pair = first_pair < len(pairs)
-    key_ends = np.where(has_pair, pairs[np.minimum(first_pair, max(len(pairs) - 1, 0))] if len(pairs) else ends, ends)
+    # an entry's key ends at the first 0x01 at or after its start, if that lies inside the entry
+    key_ends = np.where(has_pair, pairs[np.minimum(first_pair, len(pairs) - 1)], ends) if len(pairs) else ends
     has_pair &= key_ends < ends
     keep = has_pair & (key_ends > starts) & (ends > key_ends + 1)
     key_starts = starts[keep]
