@@ -254,3 +254,16 @@ def test_two_topics_small_pulls_and_group_progress_listener(spark: SparkSession,
     # the source's own commit() never writes the last batch: only the listener brings the group to lag 0
     assert connection.group_offsets(group, queues) == ends
     assert listener.committed_batches >= 1
+
+
+def test_connection_cache_replaces_a_shut_down_instance(cluster: DevCluster, producer: Producer,
+                                                        new_topic: Callable[..., str]) -> None:
+    topic = new_topic(2)
+    first = get_connection(cluster.namesrv_addr)
+    assert get_connection(cluster.namesrv_addr) is first
+    first.instance.shutdown()
+    while first.instance.started:  # drop every reference (sink producers share the instance)
+        first.instance.shutdown()
+    second = get_connection(cluster.namesrv_addr)
+    assert second is not first and second.instance.started
+    assert len(second.queues(topic)) == 2

@@ -300,6 +300,9 @@ def get_connection(namesrv: str, access_key: str | None = None, secret_key: str 
     key = (os.getpid(), namesrv, access_key, secret_key)
     with _connections_lock:
         connection = _connections.get(key)
+        if connection is not None and not connection.instance.started:
+            # shut down under us (e.g. `shutdown_all` at interpreter or test teardown): open a new one
+            connection = None
         if connection is None:
             try:
                 connection = Connection(namesrv, access_key, secret_key)
