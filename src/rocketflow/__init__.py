@@ -15,6 +15,7 @@ from rocketflow.client.consume_context import ConsumeConcurrentlyStatus, Consume
 from rocketflow.client.producer import Producer
 from rocketflow.client.pull_consumer import PullConsumer
 from rocketflow.client.push_consumer import PushConsumer
+from rocketflow.client.transaction_producer import LocalTransactionState, TransactionProducer
 from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
 from rocketflow.protocol.message import Message, MessageExt, MessageQueue
 
@@ -27,6 +28,7 @@ __all__ = [
     "ConsumeConcurrentlyStatus",
     "ConsumeFromWhere",
     "ConsumeOrderlyStatus",
+    "LocalTransactionState",
     "Message",
     "MessageExt",
     "MessageModel",
@@ -34,5 +36,6 @@ __all__ = [
     "Producer",
     "PullConsumer",
     "PushConsumer",
+    "TransactionProducer",
     "__version__",
 ]

@@ -99,6 +99,12 @@ class BrokerConfig:
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     reject_transaction_message: bool = False
+    #: a half (prepared) message younger than this is not checked back yet (``transactionTimeOut``)
+    transaction_timeout_ms: int = 6000
+    #: check-backs of one half message before it is discarded to TRANS_CHECK_MAX_TIME_TOPIC
+    transaction_check_max: int = 15
+    #: how often the broker looks for half messages to check back (``transactionCheckInterval``)
+    transaction_check_interval_ms: int = 60_000
     #: server channels idle (both ways) this long are closed by the net layer
     server_channel_max_idle_seconds: float = 120.0
     #: timeout of broker -> client calls (GET_CONSUMER_RUNNING_INFO relay)
@@ -239,6 +245,8 @@ _ALIASES: Final[Mapping[str, tuple[str, str]]] = {
     "channelExpiredTimeout": ("broker", "channel_expired_timeout_ms"),
     "maxMessageSize": ("broker", "max_message_size"),
     "rocketmq.broker.rebalance.lockMaxLiveTime": ("broker", "rebalance_lock_max_live_time_ms"),
+    "transactionTimeOut": ("broker", "transaction_timeout_ms"),
+    "transactionCheckInterval": ("broker", "transaction_check_interval_ms"),
     "storePathRootDir": ("store", "store_root"),
     "mappedFileSizeCommitLog": ("store", "commit_log_segment_size"),
     "flushIntervalCommitLog": ("store", "flush_interval_commit_log_ms"),

@@ -24,6 +24,7 @@ from rocketflow.broker.namesrv_registrar import NamesrvRegistrar
 from rocketflow.broker.processors.admin import AdminBrokerProcessor
 from rocketflow.broker.processors.client_manage import ClientManageProcessor
 from rocketflow.broker.processors.consumer_manage import ConsumerManageProcessor
+from rocketflow.broker.processors.end_transaction import EndTransactionProcessor
 from rocketflow.broker.processors.pull import PullMessageProcessor
 from rocketflow.broker.processors.query import QueryMessageProcessor
 from rocketflow.broker.processors.send import SendMessageProcessor
@@ -31,6 +32,7 @@ from rocketflow.broker.rebalance_lock_manager import RebalanceLockManager
 from rocketflow.broker.schedule_message_service import ScheduleMessageService
 from rocketflow.broker.subscription_group_manager import SubscriptionGroupManager
 from rocketflow.broker.topic_config_manager import TopicConfigManager
+from rocketflow.broker.transaction import TransactionalMessageService
 from rocketflow.net import Channel, RemotingServer
 from rocketflow.protocol.ids import pack_host
 from rocketflow.remoting.command import ROCKETMQ_VERSION
@@ -117,12 +119,14 @@ class BrokerController:
             max_offset=self.store.get_max_offset_in_queue,
         )
         self.schedule = ScheduleMessageService(self, self.delay_offsets, self.delay_levels_ms)
+        self.transactions = TransactionalMessageService(self)
         self.admin_processor = AdminBrokerProcessor(self)
         self.send_processor.register_to(self.server)
         self.pull_processor.register_to(self.server)
         QueryMessageProcessor(self).register_to(self.server)
         ClientManageProcessor(self).register_to(self.server)
         ConsumerManageProcessor(self).register_to(self.server)
+        EndTransactionProcessor(self).register_to(self.server)
         self.server.register_default(self.admin_processor.process)
         #: the plain ACL file when ``acl_enable`` (checked before any processor runs; see docs/acl.md)
         self.acl_file: PlainAclFile | None = None
@@ -185,6 +189,7 @@ class BrokerController:
         self.topics.persist()
         self.groups.persist()
         self.schedule.start()
+        self.transactions.start()
         self.registrar = NamesrvRegistrar(
             config.namesrv_addresses, broker_name=config.broker_name, cluster=config.cluster,
             broker_id=config.broker_id, broker_addr=lambda: self.address,
@@ -229,6 +234,7 @@ class BrokerController:
         if self.registrar is not None:
             await self.registrar.stop()
         await self.schedule.stop()
+        await self.transactions.stop()
         await self.hold_service.stop()
         await self.server.stop()
         self.persist_all()

@@ -43,6 +43,12 @@ from rocketflow.client.pull_consumer import PullConsumer, PullConsumerSettings
 from rocketflow.client.push_consumer import MAX_RECONSUME_TIMES_UNLIMITED, PushConsumer, PushConsumerSettings
 from rocketflow.client.route import FindBrokerResult, TopicPublishInfo
 from rocketflow.client.stats import ConsumerStats
+from rocketflow.client.transaction_producer import (
+    LocalTransactionState,
+    TransactionListener,
+    TransactionProducer,
+    TransactionSendResult,
+)
 from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
 
 __all__ = [
@@ -69,6 +75,7 @@ __all__ = [
     "ConsumerStats",
     "FindBrokerResult",
     "LocalFileOffsetStore",
+    "LocalTransactionState",
     "MQBrokerError",
     "MQClientError",
     "MQConnectError",
@@ -94,4 +101,7 @@ __all__ = [
     "SendResult",
     "SendStatus",
     "TopicPublishInfo",
+    "TransactionListener",
+    "TransactionProducer",
+    "TransactionSendResult",
 ]

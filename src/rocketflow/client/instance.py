@@ -63,12 +63,13 @@ from rocketflow.protocol.bodies import (
     TopicRouteData,
     WireBody,
 )
-from rocketflow.protocol.codec import decode_record
-from rocketflow.protocol.message import MessageQueue
+from rocketflow.protocol.codec import RecordDecodeError, decode_record
+from rocketflow.protocol.message import MessageConst, MessageQueue
 from rocketflow.protocol.names import DEFAULT_TOPIC
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import (
+    CheckTransactionStateRequestHeader,
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
@@ -374,6 +375,7 @@ class ClientInstance:
         remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_get_consumer_running_info)
         remoting.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_message_directly)
+        remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
         self._remoting = remoting
         self._api = ClientAPI(remoting, config.namesrv_addresses(), language=config.language,
                               default_timeout=config.mq_client_api_timeout)
@@ -580,8 +582,15 @@ class ClientInstance:
         return topic not in self._subscribe_table
 
     def _apply_route(self, topic: str, route: TopicRouteData) -> None:
+        known = {addr for addrs in self.broker_addr_table.values() for addr in addrs.values()}
+        new_broker = False
         for broker in route.broker_datas:
             self.broker_addr_table[broker.broker_name] = dict(broker.broker_addrs)
+            new_broker = new_broker or any(addr not in known for addr in broker.broker_addrs.values())
+        if new_broker and self.producers():
+            # a broker learns of a producer group from its heartbeat, and looks there for whom to ask when it
+            # checks a transaction back: introduce ourselves now rather than at the next 30 s round
+            self._spawn(self._heartbeat_quietly())
         self._publish_table[topic] = route_to_publish_info(topic, route)
         subscribe = route_to_subscribe_info(topic, route)
         self._subscribe_table[topic] = subscribe
@@ -731,6 +740,12 @@ class ClientInstance:
                 self.broker_version_table.pop(broker_name, None)
                 logger.info("%s: broker %s is offline, removed", self.client_id, broker_name)
 
+    async def _heartbeat_quietly(self) -> None:
+        try:
+            await self.send_heartbeat_to_all_brokers()
+        except Exception as exc:  # the periodic round retries
+            logger.warning("%s: heartbeat to a newly routed broker failed: %s", self.client_id, exc)
+
     async def _heartbeat_round(self) -> None:
         self.clean_offline_brokers()
         await self.send_heartbeat_to_all_brokers()
@@ -864,6 +879,25 @@ class ClientInstance:
         result = await _maybe_await(hook(msg, header.broker_name))
         body = result.encode() if isinstance(result, WireBody) else bytes(result)
         return request.make_response(ResponseCode.SUCCESS, body=body)
+
+
+    def _on_check_transaction_state(self, context: RequestContext, request: RemotingCommand) -> None:
+        """CHECK_TRANSACTION_STATE: hand the half message to its group's transactional producer."""
+        header = CheckTransactionStateRequestHeader.from_command(request)
+        try:
+            msg, _ = decode_record(request.body)
+        except RecordDecodeError as exc:
+            logger.warning("%s: undecodable message in a transaction check from %s: %s", self.client_id,
+                           context.remote_address, exc)
+            return
+        group = msg.properties.get(MessageConst.PRODUCER_GROUP)
+        producer = self.select_producer(group) if group else None
+        check = getattr(producer, "check_transaction_state", None)
+        if not callable(check):
+            logger.warning("%s: transaction check for group %r from %s, but no transactional producer of it runs "
+                           "here", self.client_id, group, context.remote_address)
+            return
+        check(context.remote_address, header, msg)
 
 
 def _thread_stacks() -> str:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from rocketflow.broker.processors.common import FAQ_SUFFIX, check_names, error, guarded, parse_host
+from rocketflow.broker.transaction import HALF_QUEUE_ID, half_message_properties, without_transaction_type
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.bodies import SubscriptionGroupConfig, TopicConfig, TopicFilterType
 from rocketflow.protocol.codec import RecordDecodeError, decode_record
@@ -190,12 +191,21 @@ class SendMessageProcessor:
         properties[MessageConst.CLUSTER] = config.cluster
         sys_flag = header.sys_flag
         transaction = transaction_value(sys_flag)
-        if properties.get(MessageConst.TRANSACTION_PREPARED) == "true" and config.reject_transaction_message:
-            return error(request, ResponseCode.NO_PERMISSION,
-                         f"the broker[{broker.broker_ip}] sending transaction message is forbidden")
         if topic_config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= _MULTI_TAGS
-        put = self._build_request(request, topic, queue_id, body, properties, header.flag, sys_flag,
+        transactional = properties.get(MessageConst.TRANSACTION_PREPARED) == "true"
+        if transactional and config.reject_transaction_message:
+            return error(request, ResponseCode.NO_PERMISSION,
+                         f"the broker[{broker.broker_ip}] sending transaction message is forbidden")
+        # a retried message keeps its properties, TRAN_MSG included: only a first send is a half message
+        if transactional and not is_retry_topic(header.topic):
+            # stored out of sight until END_TRANSACTION commits it; a delay level waits for the commit
+            half_message_properties(properties, topic, queue_id)
+            topic, queue_id = TRANS_HALF_TOPIC, HALF_QUEUE_ID
+            sys_flag = without_transaction_type(sys_flag)
+            transaction = _TRANSACTION_PREPARED
+            creations.topics.append(broker.transactions.half_topic_config())
+        put = self.build_put_request(request, topic, queue_id, body, properties, header.flag, sys_flag,
                                   header.born_timestamp, parse_host(ctx.remote_address), reconsume_times,
                                   transaction, wait != "false")
         if isinstance(put, RemotingCommand):
@@ -226,7 +236,7 @@ class SendMessageProcessor:
             properties.pop(MessageConst.DELAY_TIME_LEVEL, None)
         return topic, queue_id
 
-    def _build_request(self, request: RemotingCommand, topic: str, queue_id: int, body: bytes,
+    def build_put_request(self, request: RemotingCommand, topic: str, queue_id: int, body: bytes,
                        properties: dict[str, str], flag: int, sys_flag: int, born_timestamp: int,
                        born_host: tuple[str, int], reconsume_times: int, transaction: int,
                        wait_store_msg_ok: bool) -> PutMessageRequest | RemotingCommand:
@@ -465,7 +475,7 @@ class SendMessageProcessor:
             properties[MessageConst.DELAY_TIME_LEVEL] = str(delay_level)
         origin = properties.get(MessageConst.ORIGIN_MESSAGE_ID)
         properties[MessageConst.ORIGIN_MESSAGE_ID] = origin if origin else stored.msg_id
-        put = self._build_request(request, new_topic, queue_id, stored.body, properties, stored.flag,
+        put = self.build_put_request(request, new_topic, queue_id, stored.body, properties, stored.flag,
                                   stored.sys_flag, stored.born_timestamp, stored.born_host,
                                   stored.reconsume_times + 1, transaction_value(stored.sys_flag), True)
         if isinstance(put, RemotingCommand):

@@ -1,0 +1,425 @@
+"""Transactional messages on the broker: half messages, their commit or rollback, and check-backs.
+
+RocketMQ's two-phase send (4.x, ``TransactionalMessageServiceImpl`` and its check service):
+
+1. A producer sends a message with property ``TRAN_MSG=true``. The broker stores it as a *half
+   message* in ``RMQ_SYS_TRANS_HALF_TOPIC`` queue 0, its real topic and queue kept in the
+   ``REAL_TOPIC`` / ``REAL_QID`` properties, so no consumer sees it.
+2. The producer runs its local transaction and sends END_TRANSACTION (37) with COMMIT (8) or
+   ROLLBACK (12). On commit the message is stored again under its real topic (transaction value
+   COMMIT, ``preparedTransactionOffset`` = the half message's commit-log offset). Either way an
+   *op message* (tag ``d``, body = the half message's queue offset) goes to
+   ``RMQ_SYS_TRANS_OP_HALF_TOPIC`` queue 0 to mark it resolved.
+3. Every ``transaction_check_interval_ms`` the check pass walks the half queue from its consume
+   offset (group ``CID_RMQ_SYS_TRANS``, kept in consumerOffset.json). A half message that is
+   unresolved and older than ``transaction_timeout_ms`` (or its ``CHECK_IMMUNITY_TIME_IN_SECONDS``)
+   is put back at the end of the half queue with ``TRANSACTION_CHECK_TIMES`` + 1, and
+   CHECK_TRANSACTION_STATE (39) is sent to a producer of its group (``PGROUP``), which answers
+   with END_TRANSACTION. After ``transaction_check_max`` check-backs it is moved to
+   ``TRANS_CHECK_MAX_TIME_TOPIC`` instead, where an operator can still find it.
+
+A half message with a long ``CHECK_IMMUNITY_TIME_IN_SECONDS`` holds back the check of the ones
+behind it until it is due (RocketMQ re-queues it instead). Beyond RocketMQ: a transaction
+resolved once (by its UNIQ_KEY) is not stored twice when its END_TRANSACTION is repeated or races
+a check-back, while the broker runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+from rocketflow.protocol.bodies import TopicConfig
+from rocketflow.protocol.codec import RecordDecodeError, RecordEncodeError, decode_record, encode_record
+from rocketflow.protocol.message import MessageConst, MessageExt
+from rocketflow.protocol.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, PermName
+from rocketflow.protocol.properties import InvalidPropertyError, encode_properties_bytes
+from rocketflow.protocol.sysflag import MessageSysFlag
+from rocketflow.protocol.tags import tags_code as compute_tags_code
+from rocketflow.remoting.codes import LanguageCode, RequestCode, ResponseCode
+from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
+from rocketflow.store.commit_log import PutMessageRequest, PutMessageStatus
+
+if TYPE_CHECKING:
+    from rocketflow.broker.controller import BrokerController
+
+logger = logging.getLogger("rocketflow.broker.transaction")
+
+#: The consumer group whose offsets track the half and op queues (TransactionalMessageUtil).
+CHECK_GROUP: Final = "CID_RMQ_SYS_TRANS"
+#: Tag of an op message that resolves a half message.
+REMOVE_TAG: Final = "d"
+HALF_QUEUE_ID: Final = 0
+#: Half messages one check pass looks at, at most (keeps a pass short on the broker's loop).
+MAX_HALF_PER_PASS: Final = 2048
+#: Op messages one check pass reads, at most.
+MAX_OPS_PER_PASS: Final = 65536
+#: Transaction ids remembered as resolved (to keep repeated END_TRANSACTIONs from storing twice).
+RESOLVED_MEMORY: Final = 100_000
+_TRANSACTION_MASK: Final = 0xC
+_COMMIT: Final = int(MessageSysFlag.TRANSACTION_COMMIT)
+_ROLLBACK: Final = int(MessageSysFlag.TRANSACTION_ROLLBACK)
+_READ_WRITE: Final = int(PermName.READ | PermName.WRITE)
+
+
+@dataclass(slots=True)
+class CheckPassReport:
+    """What one check pass did."""
+
+    checked: int = 0
+    discarded: int = 0
+    resolved_skipped: int = 0
+    #: half-queue consume offset after the pass
+    half_offset: int = 0
+
+
+def half_message_properties(properties: dict[str, str], topic: str, queue_id: int) -> None:
+    """Record where a half message really goes (REAL_TOPIC / REAL_QID), in place."""
+    properties[MessageConst.REAL_TOPIC] = topic
+    properties[MessageConst.REAL_QUEUE_ID] = str(queue_id)
+
+
+def without_transaction_type(sys_flag: int) -> int:
+    return sys_flag & ~_TRANSACTION_MASK
+
+
+class TransactionalMessageService:
+    """Half messages of one broker: END_TRANSACTION handling and the periodic check-back."""
+
+    def __init__(self, broker: BrokerController) -> None:
+        self.broker = broker
+        self._resolved: OrderedDict[str, int] = OrderedDict()
+        self._task: asyncio.Task[None] | None = None
+        self.checks_sent = 0
+        self.discarded = 0
+
+    # ------------------------------------------------------------------ topics
+
+    def half_topic_config(self) -> TopicConfig:
+        """The half topic's config (planned with one read-write queue when it does not exist yet)."""
+        return self._system_topic(TRANS_HALF_TOPIC)
+
+    def _system_topic(self, topic: str) -> TopicConfig:
+        topics = self.broker.topics
+        config = topics.select(topic)
+        if config is None:
+            config = topics.plan_in_send_back(topic, 1, _READ_WRITE)
+        return config
+
+    # ------------------------------------------------------------------ END_TRANSACTION
+
+    def end_transaction(self, request: RemotingCommand, header: EndTransactionRequestHeader) -> RemotingCommand:
+        """Commit or roll back the half message ``header`` names; the response says how it went."""
+        commit = header.commit_or_rollback == _COMMIT
+        half = self._find_half(header.commit_log_offset)
+        if half is None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark="Find prepared transaction message failed")
+        mismatch = _mismatch(half, header)
+        if mismatch:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=mismatch)
+        transaction_id = half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or half.msg_id
+        earlier = self._resolved.get(transaction_id)
+        if earlier is not None:
+            if earlier != header.commit_or_rollback:
+                logger.warning("transaction %s was already %s; ignoring a later %s", transaction_id,
+                               _name(earlier), _name(header.commit_or_rollback))
+            self._write_op(half)
+            return request.make_response(ResponseCode.SUCCESS)
+        if commit:
+            put = self._final_message(request, half, header)
+            if isinstance(put, RemotingCommand):
+                return put
+            result = self.broker.store.put_message(put)
+            if not result.status.is_ok:
+                return request.make_response(*_final_failure(result.status, result.error))
+            self.broker.stats.put_messages(result.message_count, result.wrote_bytes)
+        self._remember(transaction_id, header.commit_or_rollback)
+        self._write_op(half)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    def _find_half(self, commit_log_offset: int) -> MessageExt | None:
+        if commit_log_offset < 0:
+            return None
+        record = self.broker.store.select_one_message_by_offset(commit_log_offset)
+        if record is None:
+            return None
+        try:
+            message, _ = decode_record(record, decompress=False)
+        except RecordDecodeError:
+            return None
+        return message if message.topic == TRANS_HALF_TOPIC else None
+
+    def _final_message(self, request: RemotingCommand, half: MessageExt,
+                       header: EndTransactionRequestHeader) -> PutMessageRequest | RemotingCommand:
+        properties = dict(half.properties)
+        real_topic = properties.pop(MessageConst.REAL_TOPIC, None)
+        real_queue = properties.pop(MessageConst.REAL_QUEUE_ID, None)
+        if not real_topic or real_queue is None or not real_queue.isdigit():
+            return request.make_response(ResponseCode.SYSTEM_ERROR,
+                                         remark="the prepared message has no REAL_TOPIC / REAL_QID")
+        properties.pop(MessageConst.WAIT_STORE_MSG_OK, None)
+        sys_flag = without_transaction_type(half.sys_flag) | _COMMIT
+        put = self.broker.send_processor.build_put_request(
+            request, real_topic, int(real_queue), half.body, properties, half.flag, sys_flag, half.born_timestamp,
+            half.born_host, half.reconsume_times, _COMMIT, False)
+        if isinstance(put, PutMessageRequest):
+            put.prepared_transaction_offset = header.commit_log_offset
+        return put
+
+    def _remember(self, transaction_id: str, outcome: int) -> None:
+        resolved = self._resolved
+        resolved[transaction_id] = outcome
+        if len(resolved) > RESOLVED_MEMORY:
+            resolved.popitem(last=False)
+
+    def _write_op(self, half: MessageExt) -> None:
+        """Mark ``half`` resolved: an op message whose body is its half-queue offset."""
+        broker = self.broker
+        op_topic = self._system_topic(TRANS_OP_HALF_TOPIC)
+        broker.topics.add_if_absent(op_topic)
+        properties = {MessageConst.TAGS: REMOVE_TAG}
+        now = time.time_ns() // 1_000_000
+        put = PutMessageRequest(
+            topic=TRANS_OP_HALF_TOPIC, queue_id=half.queue_id, body=str(half.queue_offset).encode(),
+            properties=properties, properties_bytes=encode_properties_bytes(properties), born_timestamp=now,
+            born_host=broker.store_host, store_host=broker.store_host, tags_code=compute_tags_code(REMOVE_TAG),
+            wait_store_msg_ok=False)
+        result = broker.store.put_message(put)
+        if not result.status.is_ok:
+            # the transaction is resolved but not marked: a check-back may ask the producer again
+            logger.error("cannot write the op message of half message %s: %s %s", half.msg_id,
+                         result.status.value, result.error)
+
+    # ------------------------------------------------------------------ check-back
+
+    def start(self) -> None:
+        self._task = asyncio.get_running_loop().create_task(self._run())
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        while True:
+            await asyncio.sleep(max(self.broker.config.transaction_check_interval_ms, 10) / 1000)
+            try:
+                self.check()
+            except Exception:
+                logger.exception("transaction check pass failed")
+
+    def check(self, now_ms: int | None = None) -> CheckPassReport:
+        """One pass over the half queue: check back, discard or skip what is due; returns what it did."""
+        broker = self.broker
+        store = broker.store
+        config = broker.config
+        report = CheckPassReport()
+        half_queue = store.consume_queues.find(TRANS_HALF_TOPIC, HALF_QUEUE_ID)
+        if half_queue is None:
+            return report
+        now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        offsets = broker.offsets
+        half_offset = max(offsets.query_offset(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID), half_queue.min_offset)
+        ops, ops_complete = self._read_ops(half_offset)
+        resolved_at = {half_at: position for position, (_op_offset, half_at) in enumerate(ops) if half_at >= 0}
+        end = min(half_queue.max_offset, half_offset + MAX_HALF_PER_PASS)
+        offset = half_offset
+        while offset < end:
+            if offset in resolved_at:
+                offset += 1
+                continue
+            unit = half_queue.unit_at(offset)
+            record = None if unit is None else store.select_one_message_by_offset(unit[0], unit[1])
+            half = None
+            if record is not None:
+                try:
+                    half, _ = decode_record(record, decompress=False)
+                except RecordDecodeError as exc:
+                    logger.warning("half message at queue offset %d is damaged (%s); skipping it", offset, exc)
+            if half is None:
+                offset += 1
+                continue
+            transaction_id = half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX) or half.msg_id
+            if transaction_id in self._resolved:
+                report.resolved_skipped += 1
+                offset += 1
+                continue
+            if not ops_complete:
+                break  # unread op messages may resolve this one: decide next pass
+            if half.store_timestamp >= now:
+                break
+            immunity = config.transaction_timeout_ms
+            immunity_text = half.properties.get(MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS)
+            if immunity_text and immunity_text.isdigit():
+                immunity = int(immunity_text) * 1000
+            if now - half.born_timestamp < immunity:
+                break  # newer ones behind it are younger still
+            times_text = half.properties.get(MessageConst.TRANSACTION_CHECK_TIMES)
+            times = int(times_text) if times_text and times_text.isdigit() else 0
+            reserved_ms = store.config.file_reserved_time_hours * 3_600_000
+            if times >= config.transaction_check_max or now - half.born_timestamp > reserved_ms:
+                self._discard(half)
+                report.discarded += 1
+            elif self._check_back(half, times + 1):
+                report.checked += 1
+            else:
+                break  # could not put it back: try again next pass
+            offset += 1
+        if offset != half_offset:
+            offsets.commit_offset(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID, offset)
+        op_done = 0
+        for op_offset, half_at in ops:
+            if half_at >= offset:
+                break
+            op_done = op_offset + 1
+        if op_done:
+            offsets.commit_offset(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID, op_done)
+        report.half_offset = offset
+        return report
+
+    def _read_ops(self, half_offset: int) -> tuple[list[tuple[int, int]], bool]:
+        """(op offset, resolved half offset) from the op queue's consume offset on; and whether all were read.
+
+        An op whose body is unreadable counts as resolving nothing (-1).
+        """
+        store = self.broker.store
+        op_queue = store.consume_queues.find(TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID)
+        if op_queue is None:
+            return [], True
+        start = max(self.broker.offsets.query_offset(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID),
+                    op_queue.min_offset)
+        end = min(op_queue.max_offset, start + MAX_OPS_PER_PASS)
+        ops: list[tuple[int, int]] = []
+        for op_offset in range(start, end):
+            unit = op_queue.unit_at(op_offset)
+            record = None if unit is None else store.select_one_message_by_offset(unit[0], unit[1])
+            half_at = -1
+            if record is not None:
+                try:
+                    op, _ = decode_record(record)
+                    text = op.body.decode("ascii", "replace")
+                    half_at = int(text) if text.isdigit() else -1
+                except RecordDecodeError:
+                    half_at = -1
+            ops.append((op_offset, half_at))
+        return ops, end == op_queue.max_offset
+
+    def _check_back(self, half: MessageExt, times: int) -> bool:
+        """Put ``half`` back at the end of the half queue with its check count, then ask its producer group."""
+        broker = self.broker
+        properties = dict(half.properties)
+        properties[MessageConst.TRANSACTION_CHECK_TIMES] = str(times)
+        try:
+            properties_bytes = encode_properties_bytes(properties)
+        except InvalidPropertyError as exc:
+            logger.error("half message %s has bad properties (%s); discarding it", half.msg_id, exc)
+            self._discard(half)
+            return True
+        put = PutMessageRequest(
+            topic=TRANS_HALF_TOPIC, queue_id=HALF_QUEUE_ID, body=half.body, properties=properties,
+            properties_bytes=properties_bytes, flag=half.flag, sys_flag=half.sys_flag,
+            born_timestamp=half.born_timestamp, born_host=half.born_host, store_host=broker.store_host,
+            reconsume_times=half.reconsume_times, tags_code=compute_tags_code(properties.get(MessageConst.TAGS)),
+            keys=properties.get(MessageConst.KEYS),
+            uniq_key=properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), wait_store_msg_ok=False)
+        result = broker.store.put_message(put)
+        if not result.status.is_ok:
+            logger.error("cannot put half message %s back for its check: %s %s", half.msg_id, result.status.value,
+                         result.error)
+            return False
+        record = broker.store.select_one_message_by_offset(result.wrote_offset)
+        if record is None:
+            return True
+        copy, _ = decode_record(record, decompress=False)
+        self._send_check(copy)
+        return True
+
+    def _send_check(self, half: MessageExt) -> None:
+        group = half.properties.get(MessageConst.PRODUCER_GROUP, "")
+        members = self.broker.clients.producer_groups.get(group, {})
+        channel = next((info.channel for info in members.values() if not info.channel.closed), None)
+        if channel is None:
+            logger.warning("cannot check transaction %s back: no producer of group %r is connected",
+                           half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), group)
+            return
+        uniq = half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+        header = CheckTransactionStateRequestHeader(
+            tran_state_table_offset=half.queue_offset, commit_log_offset=half.commit_log_offset, msg_id=uniq,
+            transaction_id=uniq, offset_msg_id=half.msg_id)
+        real_queue = half.properties.get(MessageConst.REAL_QUEUE_ID, "")
+        half.topic = half.properties.get(MessageConst.REAL_TOPIC, half.topic)
+        half.queue_id = int(real_queue) if real_queue.isdigit() else 0
+        try:
+            body = encode_record(half)
+        except RecordEncodeError as exc:
+            logger.error("cannot encode half message %s for its check: %s", half.msg_id, exc)
+            return
+        request = RemotingCommand.request(RequestCode.CHECK_TRANSACTION_STATE, header.to_ext_fields(), body,
+                                          oneway=True, language=LanguageCode.JAVA)
+        try:
+            channel.send(request)
+        except Exception:
+            logger.exception("cannot send the check of transaction %s to %s", uniq, channel.remote_address)
+            return
+        self.checks_sent += 1
+
+    def _discard(self, half: MessageExt) -> None:
+        """Move a half message checked too often (or too old) to TRANS_CHECK_MAX_TIME_TOPIC."""
+        broker = self.broker
+        topic_config = self._system_topic(TRANS_CHECK_MAX_TIME_TOPIC)
+        broker.topics.add_if_absent(topic_config)
+        properties = dict(half.properties)
+        put = PutMessageRequest(
+            topic=TRANS_CHECK_MAX_TIME_TOPIC, queue_id=0, body=half.body, properties=properties,
+            flag=half.flag, sys_flag=half.sys_flag, born_timestamp=half.born_timestamp, born_host=half.born_host,
+            store_host=broker.store_host, reconsume_times=half.reconsume_times,
+            tags_code=compute_tags_code(properties.get(MessageConst.TAGS)), keys=properties.get(MessageConst.KEYS),
+            uniq_key=properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), wait_store_msg_ok=False)
+        result = broker.store.put_message(put)
+        if not result.status.is_ok:
+            logger.error("cannot move half message %s to %s; dropping it", half.msg_id, TRANS_CHECK_MAX_TIME_TOPIC)
+        else:
+            logger.warning("half message %s (transaction %s, group %s) was checked %s times without an answer; "
+                           "moved to %s", half.msg_id, half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
+                           half.properties.get(MessageConst.PRODUCER_GROUP),
+                           half.properties.get(MessageConst.TRANSACTION_CHECK_TIMES, "0"), TRANS_CHECK_MAX_TIME_TOPIC)
+        self.discarded += 1
+
+
+def _mismatch(half: MessageExt, header: EndTransactionRequestHeader) -> str:
+    """Why ``header`` does not match the half message it points at ('' when it does)."""
+    if half.properties.get(MessageConst.PRODUCER_GROUP) != header.producer_group:
+        return "The producer group wrong"
+    if half.queue_offset != header.tran_state_table_offset:
+        return "The transaction state table offset wrong"
+    if half.commit_log_offset != header.commit_log_offset:
+        return "The commit log offset wrong"
+    return ""
+
+
+def _name(value: int) -> str:
+    return {_COMMIT: "committed", _ROLLBACK: "rolled back"}.get(value, str(value))
+
+
+def _final_failure(status: PutMessageStatus, detail: str) -> tuple[int, str]:
+    if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
+        return ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {detail}"
+    if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
+        return ResponseCode.SERVICE_NOT_AVAILABLE, f"Service not available now. {detail}".strip()
+    return ResponseCode.SYSTEM_ERROR, f"{status.value} {detail}".strip()
+
+
+__all__ = [
+    "CHECK_GROUP",
+    "REMOVE_TAG",
+    "CheckPassReport",
+    "TransactionalMessageService",
+    "half_message_properties",
+    "without_transaction_type",
+]
