@@ -44,7 +44,9 @@ def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         broker_port = _free_port()
     argv = [sys.executable, "-c", "from rocketflow.cli.main import cli; cli(prog_name='rocketflow')", "dev",
             "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
-            "--store-dir", str(work_dir / "store")]
+            "--store-dir", str(work_dir / "store"),
+            # transactions.py: check pending transactions back every second instead of every minute
+            "--set", "transactionCheckInterval=1000", "--set", "transactionTimeOut=1000"]
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                cwd=work_dir)
     output: list[str] = []
@@ -144,6 +146,12 @@ def test_delay_and_retry(namesrv: str) -> None:
     assert len(lines) == 3, out
     assert all(float(delay) >= 0.8 for delay in lines), out   # delay level 1 is 1 s on the dev broker
     assert "all 3 messages delayed, then succeeded after 2 retries each" in out, out
+
+
+def test_transactions_deliver_exactly_the_committed_orders(namesrv: str) -> None:
+    out = run_example("transactions.py", "--namesrv", namesrv, "--count", "8")
+    assert "8 orders: 4 committed at once, 2 committed after a check-back" in out
+    assert "2 rolled back; the consumer received 6 orders" in out
 
 
 def test_every_example_is_listed_and_says_how_to_run_it() -> None:
