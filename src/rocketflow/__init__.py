@@ -12,6 +12,7 @@ from rocketflow.client.allocate import (
     AllocateMessageQueueConsistentHash,
 )
 from rocketflow.client.consume_context import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
+from rocketflow.client.message_selector import MessageSelector
 from rocketflow.client.producer import Producer
 from rocketflow.client.pull_consumer import PullConsumer
 from rocketflow.client.push_consumer import PushConsumer
@@ -33,6 +34,7 @@ __all__ = [
     "MessageExt",
     "MessageModel",
     "MessageQueue",
+    "MessageSelector",
     "Producer",
     "PullConsumer",
     "PushConsumer",

@@ -31,6 +31,7 @@ from rocketflow.client.errors import (
 )
 from rocketflow.client.hooks import ConsumeMessageHook
 from rocketflow.client.instance import ClientInstance
+from rocketflow.client.message_selector import MessageSelector
 from rocketflow.client.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
@@ -85,6 +86,7 @@ __all__ = [
     "MQTimeoutError",
     "MachineRoomResolver",
     "MessageModel",
+    "MessageSelector",
     "OffsetStore",
     "ProcessQueue",
     "ProcessQueueInfo",

@@ -62,6 +62,7 @@ from rocketflow.client.api import PullResult, PullStatus
 from rocketflow.client.config import CLIENT_CONFIG_FIELDS, ClientConfig
 from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
+from rocketflow.client.message_selector import MessageSelector, subscription_data
 from rocketflow.client.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
@@ -85,7 +86,6 @@ from rocketflow.protocol.bodies import ProcessQueueInfo as WireProcessQueueInfo
 from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
 from rocketflow.protocol.sysflag import build_pull_sys_flag
-from rocketflow.protocol.tags import SubscriptionParseError, parse_subscription
 
 logger = logging.getLogger("rocketflow.client.pull_consumer")
 
@@ -352,9 +352,10 @@ class PullConsumer:
 
     # ------------------------------------------------------------------ subscribe / assign
 
-    def subscribe(self, topic: str, expression: str = "*", listener: QueueListener | None = None) -> None:
-        """Consume ``topic``'s messages whose tag matches ``expression`` (``"*"`` or ``"TagA || TagB"``),
-        sharing its queues with the group's other members (rebalance).
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*",
+                  listener: QueueListener | None = None) -> None:
+        """Consume ``topic``'s messages whose tag matches ``expression`` (``"*"`` or ``"TagA || TagB"``) or
+        that a `MessageSelector` selects, sharing its queues with the group's other members (rebalance).
 
         ``listener(topic, all_queues, my_queues)`` is called after each change of this consumer's share
         of ``topic`` (plain functions on a listener thread, where they may call `seek` and `commit`;
@@ -366,13 +367,9 @@ class PullConsumer:
             validate_topic(topic)
         except InvalidNameError as exc:
             raise MQClientError(f"subscribe: {exc}") from None
-        try:
-            parsed = parse_subscription(expression)
-        except SubscriptionParseError as exc:
-            raise MQClientError(f"subscribe to {topic!r}: {exc}") from None
+        subscription = subscription_data(topic, expression)
         if listener is not None and not callable(listener):
             raise MQClientError(f"a queue listener must be callable, got {listener!r}")
-        subscription = SubscriptionData(topic, parsed.sub_string, set(parsed.tags_set), set(parsed.code_set))
         self._subscription_type = SubscriptionType.SUBSCRIBE
         self.rebalance.subscription_inner[topic] = subscription
         if listener is not None:

@@ -68,6 +68,7 @@ from rocketflow.client.consume_orderly import ConsumeMessageOrderlyService
 from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.hooks import ConsumeHooks
 from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
+from rocketflow.client.message_selector import MessageSelector, subscription_data
 from rocketflow.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
 from rocketflow.client.process_queue import ProcessQueue
 from rocketflow.client.pull_service import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION, PullMessageService
@@ -85,7 +86,6 @@ from rocketflow.protocol.bodies import (
 from rocketflow.protocol.bodies import ProcessQueueInfo as WireProcessQueueInfo
 from rocketflow.protocol.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.names import InvalidNameError, retry_topic, validate_group, validate_topic
-from rocketflow.protocol.tags import SubscriptionParseError, parse_subscription
 
 logger = logging.getLogger("rocketflow.client.consumer")
 
@@ -380,17 +380,14 @@ class PushConsumer:
 
     # ------------------------------------------------------------------ subscriptions and listeners
 
-    def subscribe(self, topic: str, expression: str = "*") -> None:
-        """Consume ``topic``'s messages whose tag matches ``expression`` (``"*"`` or ``"TagA || TagB"``)."""
+    def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
+        """Consume ``topic``'s messages whose tag matches ``expression`` (``"*"`` or ``"TagA || TagB"``), or
+        those a `MessageSelector` selects (``MessageSelector.by_sql("amount > 100")``)."""
         try:
             validate_topic(topic)
         except InvalidNameError as exc:
             raise MQClientError(f"subscribe: {exc}") from None
-        try:
-            parsed = parse_subscription(expression)
-        except SubscriptionParseError as exc:
-            raise MQClientError(f"subscribe to {topic!r}: {exc}") from None
-        subscription = SubscriptionData(topic, parsed.sub_string, set(parsed.tags_set), set(parsed.code_set))
+        subscription = subscription_data(topic, expression)
         self.rebalance.put_subscription(subscription)
         if self.is_running:
             self._subscriptions_changed()

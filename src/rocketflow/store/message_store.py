@@ -18,7 +18,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 import numpy as np
 
@@ -85,6 +85,13 @@ class MessageFilter(Protocol):
     """Consume-queue level filter of a pull (by tags code)."""
 
     def is_matched_by_consume_queue(self, tags_code: int) -> bool: ...
+
+
+@runtime_checkable
+class RecordMessageFilter(MessageFilter, Protocol):
+    """A filter that also looks at each record that passed the consume queue (e.g. its properties)."""
+
+    def is_matched_by_commit_log(self, record: bytes) -> bool: ...
 
 
 def _to_int32(value: int) -> int:
@@ -571,10 +578,13 @@ class MessageStore:
         byte_cap = max_bytes if max_bytes is not None and max_bytes > 0 else None
         codes: frozenset[int] | None = None
         generic_filter: MessageFilter | None = None
+        record_filter: RecordMessageFilter | None = None
         if isinstance(message_filter, TagsCodeFilter):
             codes = message_filter.codes
         elif message_filter is not None:
             generic_filter = message_filter
+            if isinstance(message_filter, RecordMessageFilter):
+                record_filter = message_filter
         if generic_filter is None and max_count >= self.vectorized_pull_min:
             vectorized = self._read_queue_vectorized(units, offset, max_count, codes, byte_cap, min_offset,
                                                      max_offset, max_phys)
@@ -634,6 +644,9 @@ class MessageStore:
                     status = GetMessageStatus.MESSAGE_WAS_REMOVING
                 next_file_start = phys + segment_size - phys % segment_size
                 seg_from = seg_end = -1
+                continue
+            if record_filter is not None and not record_filter.is_matched_by_commit_log(data):
+                next_file_start = -1
                 continue
             buffers.append(data)
             queue_offsets.append(offset + scanned - 1)

@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING
 from rocketflow.broker.client_manager import ClientChannelInfo
 from rocketflow.broker.processors.common import error, guarded
 from rocketflow.broker.processors.pull import is_tag_type
+from rocketflow.filter import FilterSyntaxError
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.bodies import CheckClientRequestBody, HeartbeatData
 from rocketflow.protocol.names import InvalidNameError, PermName, retry_topic, validate_group
@@ -79,9 +80,11 @@ class ClientManageProcessor:
                 return error(request, ResponseCode.SYSTEM_ERROR,
                              f"The broker does not support consumer to filter message by "
                              f"{subscription.expression_type}")
-            return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
-                         f"rocketflow cannot filter by {subscription.expression_type} yet")
-        if subscription is not None:
+            try:
+                self.broker.pull_processor.filters.compile(subscription.expression_type, subscription.sub_string)
+            except FilterSyntaxError as exc:
+                return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
+        elif subscription is not None:
             try:
                 parse_subscription(subscription.sub_string)
             except SubscriptionParseError as exc:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Final
 
+from rocketflow.broker.message_filter import FilterCompiler
 from rocketflow.broker.processors.common import FAQ_SUFFIX, check_names, error, guarded
+from rocketflow.filter import FilterSyntaxError
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.bodies import MessageModel, SubscriptionData
 from rocketflow.protocol.names import is_readable
@@ -14,7 +16,7 @@ from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import PullMessageRequestHeader
 from rocketflow.store.config import BrokerRole
-from rocketflow.store.message_store import GetMessageStatus, TagsCodeFilter
+from rocketflow.store.message_store import GetMessageStatus, MessageFilter, TagsCodeFilter
 
 if TYPE_CHECKING:
     from rocketflow.broker.controller import BrokerController
@@ -55,6 +57,7 @@ class PullMessageProcessor:
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
+        self.filters = FilterCompiler()
 
     def register_to(self, server: RemotingServer) -> None:
         server.register(RequestCode.PULL_MESSAGE, guarded(self.process_request))
@@ -99,7 +102,10 @@ class PullMessageProcessor:
                          f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
                          f"[{topic_config.read_queue_nums}] consumer:[{ctx.remote_address}]")
         subscription: SubscriptionData | None
-        if has_subscription:
+        if has_subscription and not is_tag_type(header.expression_type):
+            subscription = SubscriptionData(topic, header.subscription or "", set(), set(), header.sub_version,
+                                            header.expression_type or "TAG")
+        elif has_subscription:
             try:
                 parsed = parse_subscription(header.subscription)
             except SubscriptionParseError as exc:
@@ -121,18 +127,24 @@ class PullMessageProcessor:
                              f"the consumer's subscription not exist{FAQ_SUFFIX}")
             if subscription.sub_version < header.sub_version:
                 return error(request, ResponseCode.SUBSCRIPTION_NOT_LATEST, "the consumer's subscription not latest")
-        if not is_tag_type(subscription.expression_type) and not config.enable_property_filter:
-            return error(request, ResponseCode.SYSTEM_ERROR,
-                         f"The broker does not support consumer to filter message by {subscription.expression_type}")
-        if not is_tag_type(subscription.expression_type):
-            return error(request, ResponseCode.SYSTEM_ERROR,
-                         f"rocketflow does not support {subscription.expression_type} filtering yet")
-        codes = filter_codes(subscription)
+        message_filter: MessageFilter | None
+        if is_tag_type(subscription.expression_type):
+            codes = filter_codes(subscription)
+            message_filter = None if codes is None else TagsCodeFilter(codes)
+        else:
+            if not config.enable_property_filter:
+                return error(request, ResponseCode.SYSTEM_ERROR, f"The broker does not support consumer to filter "
+                             f"message by {subscription.expression_type} (enablePropertyFilter is off)")
+            try:
+                message_filter = self.filters.compile(subscription.expression_type, subscription.sub_string)
+            except FilterSyntaxError as exc:
+                return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                             f"parse the consumer's {subscription.expression_type} subscription failed: {exc}")
+            codes = None  # a held pull wakes on any new message and re-evaluates
         broker.groups.add_if_absent(group_config)
         store = broker.store
         offset = header.queue_offset
-        result = store.get_messages(group, topic, queue_id, offset, header.max_msg_nums,
-                                    None if codes is None else TagsCodeFilter(codes))
+        result = store.get_messages(group, topic, queue_id, offset, header.max_msg_nums, message_filter)
         status = result.status
         if status in _NO_QUEUE:
             code = ResponseCode.PULL_OFFSET_MOVED if offset != 0 else ResponseCode.PULL_NOT_FOUND
