@@ -191,6 +191,14 @@ class ClientManager:
         else:
             existing.last_update_timestamp = info.last_update_timestamp
 
+    def find_producer_channel(self, client_id: str) -> Channel | None:
+        """An open channel of the producer client ``client_id`` (any group), e.g. to push it a reply."""
+        for members in self.producer_groups.values():
+            for info in members.values():
+                if info.client_id == client_id and not info.channel.closed:
+                    return info.channel
+        return None
+
     def unregister_producer(self, group: str, channel: Channel) -> None:
         members = self.producer_groups.get(group)
         if members is not None and members.pop(channel.id, None) is not None and not members:

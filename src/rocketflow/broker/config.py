@@ -99,6 +99,8 @@ class BrokerConfig:
     trace_topic_enable: bool = False
     msg_trace_topic_name: str = "RMQ_SYS_TRACE_TOPIC"
     reject_transaction_message: bool = False
+    #: also store reply messages (in ``<cluster>_REPLY_TOPIC``) besides pushing them to the requester
+    store_reply_message_enable: bool = True
     #: a half (prepared) message younger than this is not checked back yet (``transactionTimeOut``)
     transaction_timeout_ms: int = 6000
     #: check-backs of one half message before it is discarded to TRANS_CHECK_MAX_TIME_TOPIC

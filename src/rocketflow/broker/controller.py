@@ -27,6 +27,7 @@ from rocketflow.broker.processors.consumer_manage import ConsumerManageProcessor
 from rocketflow.broker.processors.end_transaction import EndTransactionProcessor
 from rocketflow.broker.processors.pull import PullMessageProcessor
 from rocketflow.broker.processors.query import QueryMessageProcessor
+from rocketflow.broker.processors.reply import ReplyMessageProcessor
 from rocketflow.broker.processors.send import SendMessageProcessor
 from rocketflow.broker.rebalance_lock_manager import RebalanceLockManager
 from rocketflow.broker.schedule_message_service import ScheduleMessageService
@@ -127,6 +128,8 @@ class BrokerController:
         ClientManageProcessor(self).register_to(self.server)
         ConsumerManageProcessor(self).register_to(self.server)
         EndTransactionProcessor(self).register_to(self.server)
+        self.reply_processor = ReplyMessageProcessor(self)
+        self.reply_processor.register_to(self.server)
         self.server.register_default(self.admin_processor.process)
         #: the plain ACL file when ``acl_enable`` (checked before any processor runs; see docs/acl.md)
         self.acl_file: PlainAclFile | None = None

@@ -22,6 +22,7 @@ from rocketflow.protocol.names import (
     PermName,
     is_inherited,
     is_system_topic,
+    reply_topic,
 )
 from rocketflow.store.config_file import TopicConfigTable
 
@@ -57,6 +58,7 @@ class TopicConfigManager:
         broker_perm = PermName.INHERIT | (PermName.READ | PermName.WRITE if config.broker_topic_enable else 0)
         system.append(TopicConfig(config.broker_name, 1, 1, perm=int(broker_perm)))
         system.append(TopicConfig(OFFSET_MOVED_EVENT, 1, 1))
+        system.append(TopicConfig(reply_topic(config.cluster), 1, 1))
         system.append(TopicConfig(SCHEDULE_TOPIC, SCHEDULE_TOPIC_QUEUE_NUMS, SCHEDULE_TOPIC_QUEUE_NUMS))
         if config.trace_topic_enable:
             system.append(TopicConfig(config.msg_trace_topic_name, 1, 1))

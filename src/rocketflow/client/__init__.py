@@ -42,6 +42,7 @@ from rocketflow.client.process_queue import ProcessQueue, ProcessQueueInfo
 from rocketflow.client.producer import Producer, ProducerSettings
 from rocketflow.client.pull_consumer import PullConsumer, PullConsumerSettings
 from rocketflow.client.push_consumer import MAX_RECONSUME_TIMES_UNLIMITED, PushConsumer, PushConsumerSettings
+from rocketflow.client.request_reply import create_reply_message
 from rocketflow.client.route import FindBrokerResult, TopicPublishInfo
 from rocketflow.client.stats import ConsumerStats
 from rocketflow.client.transaction_producer import (
@@ -106,4 +107,5 @@ __all__ = [
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
+    "create_reply_message",
 ]

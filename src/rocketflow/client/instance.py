@@ -44,6 +44,7 @@ from rocketflow.client.api import ClientAPI
 from rocketflow.client.config import ClientConfig
 from rocketflow.client.errors import MQClientError, MQError, MQTimeoutError
 from rocketflow.client.metrics import ClientMetrics
+from rocketflow.client.request_reply import reply_from_push
 from rocketflow.client.route import (
     MASTER_ID,
     FindBrokerResult,
@@ -64,15 +65,17 @@ from rocketflow.protocol.bodies import (
     WireBody,
 )
 from rocketflow.protocol.codec import RecordDecodeError, decode_record
-from rocketflow.protocol.message import MessageConst, MessageQueue
+from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.names import DEFAULT_TOPIC
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.errors import ProtocolError
 from rocketflow.remoting.headers import (
     CheckTransactionStateRequestHeader,
     ConsumeMessageDirectlyResultRequestHeader,
     GetConsumerRunningInfoRequestHeader,
     NotifyConsumerIdsChangedRequestHeader,
+    ReplyMessageRequestHeader,
     ResetOffsetRequestHeader,
 )
 
@@ -168,6 +171,7 @@ class ClientInstance:
         # never the registry lock here: start() holds that one while it waits for the loop
         self._clients_lock = threading.Lock()
         self._producers: dict[str, Any] = {}
+        self._reply_futures: dict[str, asyncio.Future[MessageExt]] = {}
         self._consumers: dict[str, Any] = {}
         self._ref_count = 0
         self._closed = False
@@ -376,6 +380,7 @@ class ClientInstance:
         remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_get_consumer_running_info)
         remoting.register(RequestCode.CONSUME_MESSAGE_DIRECTLY, self._on_consume_message_directly)
         remoting.register(RequestCode.CHECK_TRANSACTION_STATE, self._on_check_transaction_state)
+        remoting.register(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, self._on_push_reply_message)
         self._remoting = remoting
         self._api = ClientAPI(remoting, config.namesrv_addresses(), language=config.language,
                               default_timeout=config.mq_client_api_timeout)
@@ -898,6 +903,32 @@ class ClientInstance:
                            "here", self.client_id, group, context.remote_address)
             return
         check(context.remote_address, header, msg)
+
+
+    def expect_reply(self, correlation_id: str) -> asyncio.Future[MessageExt]:
+        """A future for the reply to the request ``correlation_id`` (call on the loop; `forget_reply` after)."""
+        future: asyncio.Future[MessageExt] = asyncio.get_running_loop().create_future()
+        self._reply_futures[correlation_id] = future
+        return future
+
+    def forget_reply(self, correlation_id: str) -> None:
+        self._reply_futures.pop(correlation_id, None)
+
+    def _on_push_reply_message(self, context: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """PUSH_REPLY_MESSAGE_TO_CLIENT: a reply to one of our requests (unmatched ones are logged)."""
+        header = ReplyMessageRequestHeader.from_command(request)
+        try:
+            reply = reply_from_push(header, request.body)
+        except (ValueError, ProtocolError) as exc:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, f"cannot read the reply: {exc}")
+        correlation_id = reply.properties.get(MessageConst.CORRELATION_ID, "")
+        future = self._reply_futures.get(correlation_id)
+        if future is None or future.done():
+            logger.warning("%s: a reply (correlation id %r) from %s matches no waiting request", self.client_id,
+                           correlation_id, context.remote_address)
+        else:
+            future.set_result(reply)
+        return request.make_response(ResponseCode.SUCCESS)
 
 
 def _thread_stacks() -> str:

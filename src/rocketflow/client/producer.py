@@ -45,12 +45,13 @@ from rocketflow.client.api import (
     encode_message_properties,
 )
 from rocketflow.client.config import CLIENT_CONFIG_FIELDS, ClientConfig
-from rocketflow.client.errors import MQBrokerError, MQClientError, MQError, MQRemotingError
+from rocketflow.client.errors import MQBrokerError, MQClientError, MQError, MQRemotingError, MQTimeoutError
 from rocketflow.client.instance import CLIENT_INNER_PRODUCER_GROUP, ClientInstance
+from rocketflow.client.request_reply import is_reply, stamp_request
 from rocketflow.client.route import TopicPublishInfo
 from rocketflow.protocol.codec import RecordEncodeError, compress_body, encode_batch_body
 from rocketflow.protocol.ids import UniqueIdGenerator
-from rocketflow.protocol.message import Message, MessageConst, MessageQueue
+from rocketflow.protocol.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.names import (
     DEFAULT_TOPIC,
     MAX_MESSAGE_SIZE,
@@ -67,7 +68,7 @@ from rocketflow.protocol.names import (
 )
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.protocol.tags import java_string_hash
-from rocketflow.remoting.codes import ResponseCode
+from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.headers import SendMessageRequestHeader
 
 logger = logging.getLogger("rocketflow.client.producer")
@@ -316,6 +317,51 @@ class Producer:
         """Send messages of one topic as one SEND_BATCH_MESSAGE (no delay levels, no retry topics)."""
         return self.instance.run(self.send_batch_coro(list(msgs), timeout=timeout))
 
+    def request(self, msg: Message, timeout: float | None = None, *, sharding_key: str | None = None,
+                selector: MessageQueueSelector | None = None, arg: Any = None) -> MessageExt:
+        """Send ``msg`` as a request and wait up to ``timeout`` seconds (``send_msg_timeout``) for its reply.
+
+        A consumer of ``msg.topic`` answers with `rocketflow.client.create_reply_message`. Raises
+        `MQTimeoutError` when the request was sent but no reply came in time, `MQClientError` when it
+        could not be sent.
+        """
+        return self.instance.run(self.request_coro(msg, timeout, sharding_key=sharding_key, selector=selector,
+                                                   arg=arg))
+
+    def request_async(self, msg: Message, timeout: float | None = None, *, sharding_key: str | None = None,
+                      selector: MessageQueueSelector | None = None,
+                      arg: Any = None) -> concurrent.futures.Future[MessageExt]:
+        """`request` without blocking: the future resolves to the reply (or the error)."""
+        return self.instance.submit(self.request_coro(msg, timeout, sharding_key=sharding_key, selector=selector,
+                                                      arg=arg))
+
+    async def request_coro(self, msg: Message, timeout: float | None = None, *, sharding_key: str | None = None,
+                           selector: MessageQueueSelector | None = None, arg: Any = None) -> MessageExt:
+        """`request` as a coroutine for the client's loop."""
+        instance = self.instance
+        timeout = self.settings.send_msg_timeout if timeout is None else timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, int | float) or not timeout > 0:
+            raise MQClientError(f"timeout must be a positive number of seconds, got {timeout!r}")
+        check_message(msg, self.settings.max_message_size)
+        started = time.monotonic()
+        if msg.topic not in instance.topic_route_table:
+            # the broker finds the requester by the client id it heartbeats with: be known before the reply
+            await self._find_publish_info(msg.topic)
+            await instance.send_heartbeat_to_all_brokers()
+        correlation_id = stamp_request(msg, instance.client_id, timeout)
+        reply = instance.expect_reply(correlation_id)
+        try:
+            await self.send_coro(msg, sharding_key=sharding_key, selector=selector, arg=arg,
+                                 timeout=max(timeout - (time.monotonic() - started), 0.001))
+            remaining = timeout - (time.monotonic() - started)
+            try:
+                return await asyncio.wait_for(reply, max(remaining, 0.0))
+            except TimeoutError:
+                raise MQTimeoutError(f"sent the request to {msg.topic!r}, but no reply came within "
+                                     f"{timeout * 1000:.0f} ms") from None
+        finally:
+            instance.forget_reply(correlation_id)
+
     async def _send_async_coro(self, msg: Message, sharding_key: str | None, selector: MessageQueueSelector | None,
                                arg: Any, timeout: float | None,
                                mode: CommunicationMode = CommunicationMode.ASYNC) -> SendResult:
@@ -438,12 +484,13 @@ class Producer:
             sys_flag |= MessageSysFlag.TRANSACTION_PREPARED
         header = self._header(msg, mq, sys_flag)
         wire = Message(msg.topic, body, flag=msg.flag, properties=msg.properties)
+        code = RequestCode.SEND_REPLY_MESSAGE_V2 if is_reply(msg) else RequestCode.SEND_MESSAGE_V2
         metrics = instance.metrics
         if metrics is None:
-            return await instance.api.send_message(addr, mq.broker_name, wire, header, timeout, mode)
+            return await instance.api.send_message(addr, mq.broker_name, wire, header, timeout, mode, code=code)
         began = time.monotonic()
         try:
-            result = await instance.api.send_message(addr, mq.broker_name, wire, header, timeout, mode)
+            result = await instance.api.send_message(addr, mq.broker_name, wire, header, timeout, mode, code=code)
         except MQError:
             metrics.send_failed(self.group, mq.topic)
             raise

@@ -112,6 +112,17 @@ def retry_topic(group: str) -> str:
     return RETRY_GROUP_TOPIC_PREFIX + group
 
 
+#: A cluster's reply topic is ``<cluster>_REPLY_TOPIC`` (MixAll.REPLY_TOPIC_POSTFIX).
+REPLY_TOPIC_POSTFIX: Final = "REPLY_TOPIC"
+#: ``MSG_TYPE`` of a reply message (MixAll.REPLY_MESSAGE_FLAG): producers send it with SEND_REPLY_MESSAGE.
+REPLY_MESSAGE_FLAG: Final = "reply"
+
+
+def reply_topic(cluster: str) -> str:
+    """``<cluster>_REPLY_TOPIC``: where replies to request messages go (one queue on every broker)."""
+    return f"{cluster}_{REPLY_TOPIC_POSTFIX}"
+
+
 def dlq_topic(group: str) -> str:
     """``%DLQ%<group>``: where a group's messages go after too many retries."""
     return DLQ_GROUP_TOPIC_PREFIX + group
@@ -140,11 +151,13 @@ def group_of_dlq_topic(topic: str) -> str:
 
 
 def is_system_topic(name: str, cluster: str | None = None, broker: str | None = None) -> bool:
-    """Whether ``name`` is a system topic: a well-known one, ``rmq_sys_*``, or the cluster or broker name."""
+    """Whether ``name`` is a system topic: a well-known one, ``rmq_sys_*``, a cluster's reply topic, or the
+    cluster or broker name."""
     return (
         name in SYSTEM_TOPICS
         or name.startswith(SYSTEM_TOPIC_PREFIX)
-        or (cluster is not None and name == cluster)
+        or (cluster is not None and (name == cluster or name == reply_topic(cluster)))
+        or name.endswith("_" + REPLY_TOPIC_POSTFIX)
         or (broker is not None and name == broker)
     )
 
@@ -157,6 +170,8 @@ __all__ = [
     "GROUP_MAX_LENGTH",
     "MAX_MESSAGE_SIZE",
     "OFFSET_MOVED_EVENT",
+    "REPLY_MESSAGE_FLAG",
+    "REPLY_TOPIC_POSTFIX",
     "RETRY_GROUP_TOPIC_PREFIX",
     "SCHEDULE_TOPIC",
     "SELF_TEST_TOPIC",
@@ -180,6 +195,7 @@ __all__ = [
     "is_system_topic",
     "is_writeable",
     "perm_to_string",
+    "reply_topic",
     "retry_topic",
     "validate_group",
     "validate_topic",

@@ -306,6 +306,27 @@ class SendMessageResponseHeader(CommandHeader):
 
 
 @dataclass(slots=True, kw_only=True)
+class ReplyMessageRequestHeader(CommandHeader):
+    """PUSH_REPLY_MESSAGE_TO_CLIENT (326), broker -> requesting client: the reply's send header plus where
+    and when the broker got it (hosts as Java prints socket addresses, e.g. ``/127.0.0.1:10911``)."""
+
+    producer_group: str
+    topic: str
+    default_topic: str
+    default_topic_queue_nums: Int
+    queue_id: Int
+    sys_flag: Int
+    born_timestamp: Long
+    flag: Int
+    properties: str | None = None
+    reconsume_times: Int | None = None
+    unit_mode: bool = False
+    born_host: str
+    store_host: str
+    store_timestamp: Long
+
+
+@dataclass(slots=True, kw_only=True)
 class UnregisterClientRequestHeader(CommandHeader):
     """UNREGISTER_CLIENT (35)."""
 
@@ -759,6 +780,7 @@ REQUEST_HEADERS: Final[Mapping[int, type[CommandHeader]]] = {
     RequestCode.END_TRANSACTION: EndTransactionRequestHeader,
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
     RequestCode.CHECK_TRANSACTION_STATE: CheckTransactionStateRequestHeader,
+    RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: ReplyMessageRequestHeader,
     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: NotifyConsumerIdsChangedRequestHeader,
     RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
     RequestCode.GET_KV_CONFIG: GetKVConfigRequestHeader,
@@ -874,6 +896,7 @@ __all__ = [
     "QueryTopicConsumeByWhoRequestHeader",
     "RegisterBrokerRequestHeader",
     "RegisterBrokerResponseHeader",
+    "ReplyMessageRequestHeader",
     "ResetOffsetRequestHeader",
     "SearchOffsetRequestHeader",
     "SearchOffsetResponseHeader",

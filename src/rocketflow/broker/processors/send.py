@@ -115,7 +115,7 @@ class SendMessageProcessor:
 
     # ------------------------------------------------------------------ checks
 
-    def _check(self, ctx: RequestContext, request: RemotingCommand,
+    def check_send(self, ctx: RequestContext, request: RemotingCommand,
                header: SendMessageRequestHeader) -> TopicConfig | RemotingCommand:
         """msgCheck: broker/topic permission, topic name, queue id.
 
@@ -152,7 +152,7 @@ class SendMessageProcessor:
                          f"request queueId[{queue_id}] is illegal, {topic_config} Producer: {ctx.remote_address}")
         return topic_config
 
-    def _pick_queue(self, queue_id: int, queue_nums: int) -> int:
+    def pick_queue(self, queue_id: int, queue_nums: int) -> int:
         if queue_id >= 0:
             return queue_id
         return self._random.randrange(queue_nums) if queue_nums > 0 else 0
@@ -162,7 +162,7 @@ class SendMessageProcessor:
     def process_send(self, ctx: RequestContext,
                      request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | None]:
         header = decode_send_header(request)
-        checked = self._check(ctx, request, header)
+        checked = self.check_send(ctx, request, header)
         if isinstance(checked, RemotingCommand):
             return checked
         if request.code == RequestCode.SEND_BATCH_MESSAGE:
@@ -178,7 +178,7 @@ class SendMessageProcessor:
             return error(request, ResponseCode.MESSAGE_ILLEGAL,
                          f"the message body size {len(body)} exceeds the maximum {config.max_message_size}")
         topic = header.topic
-        queue_id = self._pick_queue(header.queue_id, topic_config.write_queue_nums)
+        queue_id = self.pick_queue(header.queue_id, topic_config.write_queue_nums)
         reconsume_times = header.reconsume_times or 0
         properties = decode_properties(header.properties) if header.properties else {}
         creations = _Creations([topic_config])
@@ -286,7 +286,7 @@ class SendMessageProcessor:
             suffix = encode_properties_bytes(batch_properties)
         except InvalidPropertyError as exc:
             return error(request, ResponseCode.MESSAGE_ILLEGAL, f"bad batch properties: {exc}")
-        queue_id = self._pick_queue(header.queue_id, topic_config.write_queue_nums)
+        queue_id = self.pick_queue(header.queue_id, topic_config.write_queue_nums)
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= _MULTI_TAGS
