@@ -154,6 +154,11 @@ def test_transactions_deliver_exactly_the_committed_orders(namesrv: str) -> None
     assert "2 rolled back; the consumer received 6 orders" in out
 
 
+def test_request_reply_answers_every_request(namesrv: str) -> None:
+    out = run_example("request_reply.py", "--namesrv", namesrv, "--count", "10")
+    assert "answered 10 requests one at a time" in out and "10 in flight together" in out
+
+
 def test_every_example_is_listed_and_says_how_to_run_it() -> None:
     readme = (EXAMPLES_DIR / "README.md").read_text()
     scripts = sorted(path for path in EXAMPLES_DIR.glob("*.py"))
