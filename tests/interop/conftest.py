@@ -315,9 +315,10 @@ class ClientRunner:
         return self._node(name, "alions_producer.js", args + (["--probe"] if probe else []))
 
     def alions_consumer(self, name: str, namesrv: str, topic: str, group: str, *, broadcast: bool = False,
-                        from_where: str = "last", delay_ms: float = 0) -> ClientProcess:
+                        from_where: str = "last", delay_ms: float = 0, sql: str | None = None) -> ClientProcess:
         args = ["--namesrv", namesrv, "--topic", topic, "--group", group, "--instance", name,
                 "--from", from_where, "--delay-ms", str(delay_ms)]
+        args += ["--sql", sql] if sql else []
         return self._node(name, "alions_consumer.js", args + (["--broadcast"] if broadcast else []))
 
     def cpp_producer(self, name: str, namesrv: str, topic: str, group: str, messages: Path, *,

@@ -2,9 +2,9 @@
 // Push consumer on the ali-ons 3.12.0 client (npm) for rocketflow's interop tests.
 //
 // Usage: node alions_consumer.js --namesrv HOST:PORT --topic T --group G [--broadcast] [--instance NAME]
-//        [--from last|first] [--delay-ms N]
+//        [--from last|first] [--delay-ms N] [--sql EXPRESSION]
 //
-// Subscribes to one topic with "*" and prints one JSON line per received message: body, keys, tags,
+// Subscribes to one topic with "*" (or, with --sql, an SQL92 selector) and prints one JSON line per received message: body, keys, tags,
 // every property (user and system), queue id, queue offset, msg id, reconsume times, and the
 // monotonic times the handler started and ended. Closes cleanly (committing its offsets) when stdin
 // ends, a line "stop" arrives, or on SIGTERM; prints "started" and "stopped" around its life.
@@ -27,6 +27,7 @@ function parseArgs(argv) {
       case '--instance': args.instance = next(); break;
       case '--from': args.from = next(); break;
       case '--delay-ms': args.delayMs = Number(next()); break;
+      case '--sql': args.sql = next(); break;
       default: throw new Error(`unknown argument ${name}`);
     }
   }
@@ -58,7 +59,8 @@ async function main() {
   const consumer = new Consumer(options);
   consumer.on('error', error => process.stderr.write(`consumer error: ${error.stack || error}\n`));
 
-  consumer.subscribe(args.topic, '*', async message => {
+  const selector = args.sql ? { expressionType: 'SQL92', subString: args.sql } : '*';
+  consumer.subscribe(args.topic, selector, async message => {
     const started = monotonicNs();
     if (args.delayMs) await new Promise(resolve => setTimeout(resolve, args.delayMs));
     emit('recv', {
