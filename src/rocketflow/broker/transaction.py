@@ -29,7 +29,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections import OrderedDict
+from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -57,8 +57,10 @@ REMOVE_TAG: Final = "d"
 HALF_QUEUE_ID: Final = 0
 #: Half messages one check pass looks at, at most (keeps a pass short on the broker's loop).
 MAX_HALF_PER_PASS: Final = 2048
-#: Op messages one check pass reads, at most.
-MAX_OPS_PER_PASS: Final = 65536
+#: Op messages one check pass reads, at most (the rest in the passes right after it).
+MAX_OPS_PER_PASS: Final = 8192
+#: Op messages held in memory by the check pass, at most.
+OPS_IN_MEMORY_MAX: Final = 200_000
 #: Transaction ids remembered as resolved (to keep repeated END_TRANSACTIONs from storing twice).
 RESOLVED_MEMORY: Final = 100_000
 _TRANSACTION_MASK: Final = 0xC
@@ -76,6 +78,8 @@ class CheckPassReport:
     resolved_skipped: int = 0
     #: half-queue consume offset after the pass
     half_offset: int = 0
+    #: the pass stopped at a limit with work left (another pass can run at once)
+    more: bool = False
 
 
 def half_message_properties(properties: dict[str, str], topic: str, queue_id: int) -> None:
@@ -94,6 +98,11 @@ class TransactionalMessageService:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self._resolved: OrderedDict[str, int] = OrderedDict()
+        #: check-pass state: op messages read (op offset, half offset they resolve) not yet committed past,
+        #: the half offsets they resolve, and the next op offset to read (-1: from the committed offset)
+        self._ops: deque[tuple[int, int]] = deque()
+        self._resolved_at: dict[int, int] = {}
+        self._op_next = -1
         self._task: asyncio.Task[None] | None = None
         self.checks_sent = 0
         self.discarded = 0
@@ -209,13 +218,22 @@ class TransactionalMessageService:
     async def _run(self) -> None:
         while True:
             await asyncio.sleep(max(self.broker.config.transaction_check_interval_ms, 10) / 1000)
-            try:
-                self.check()
-            except Exception:
-                logger.exception("transaction check pass failed")
+            more = True
+            round_start = time.time_ns() // 1_000_000
+            while more:  # a backlog is worked off in short passes, letting other requests in between
+                try:
+                    more = self.check(round_start_ms=round_start).more
+                except Exception:
+                    logger.exception("transaction check pass failed")
+                    more = False
+                await asyncio.sleep(0)
 
-    def check(self, now_ms: int | None = None) -> CheckPassReport:
-        """One pass over the half queue: check back, discard or skip what is due; returns what it did."""
+    def check(self, now_ms: int | None = None, *, round_start_ms: int | None = None) -> CheckPassReport:
+        """One pass over the half queue: check back, discard or skip what is due; returns what it did.
+
+        A pass stops at messages stored since ``round_start_ms`` (default: now), the start of the round
+        of passes it belongs to, so a message put back for its check is not checked again in that round.
+        """
         broker = self.broker
         store = broker.store
         config = broker.config
@@ -224,10 +242,11 @@ class TransactionalMessageService:
         if half_queue is None:
             return report
         now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        round_start = now if round_start_ms is None else round_start_ms
         offsets = broker.offsets
         half_offset = max(offsets.query_offset(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID), half_queue.min_offset)
-        ops, ops_complete = self._read_ops(half_offset)
-        resolved_at = {half_at: position for position, (_op_offset, half_at) in enumerate(ops) if half_at >= 0}
+        ops_complete = self._read_ops(half_offset)
+        resolved_at = self._resolved_at
         end = min(half_queue.max_offset, half_offset + MAX_HALF_PER_PASS)
         offset = half_offset
         while offset < end:
@@ -251,8 +270,9 @@ class TransactionalMessageService:
                 offset += 1
                 continue
             if not ops_complete:
-                break  # unread op messages may resolve this one: decide next pass
-            if half.store_timestamp >= now:
+                report.more = True
+                break  # op messages not read yet may resolve this one: read on first
+            if half.store_timestamp >= round_start:
                 break
             immunity = config.transaction_timeout_ms
             immunity_text = half.properties.get(MessageConst.CHECK_IMMUNITY_TIME_IN_SECONDS)
@@ -271,31 +291,42 @@ class TransactionalMessageService:
             else:
                 break  # could not put it back: try again next pass
             offset += 1
+        else:
+            report.more = end < half_queue.max_offset
         if offset != half_offset:
             offsets.commit_offset(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID, offset)
-        op_done = 0
-        for op_offset, half_at in ops:
-            if half_at >= offset:
-                break
-            op_done = op_offset + 1
-        if op_done:
+            for passed in [at for at in resolved_at if at < offset]:
+                del resolved_at[passed]
+        ops = self._ops
+        op_done = -1
+        while ops and ops[0][1] < offset:
+            op_done = ops.popleft()[0] + 1
+        if op_done >= 0:
             offsets.commit_offset(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID, op_done)
         report.half_offset = offset
         return report
 
-    def _read_ops(self, half_offset: int) -> tuple[list[tuple[int, int]], bool]:
-        """(op offset, resolved half offset) from the op queue's consume offset on; and whether all were read.
+    def _read_ops(self, half_offset: int) -> bool:
+        """Read the next op messages (at most MAX_OPS_PER_PASS) into the pass state; True once all are read.
 
-        An op whose body is unreadable counts as resolving nothing (-1).
+        Ops read but not yet behind the half queue's consume offset stay in memory between passes;
+        the state starts from the op queue's consume offset (after a restart, say). An op whose body
+        is unreadable resolves nothing (-1). With OPS_IN_MEMORY_MAX ops held (the half queue stuck
+        behind a message not due yet) reading pauses and the pass goes on as if all were read: a
+        transaction resolved by an op not read yet may be checked back once more, never lost.
         """
+        if len(self._ops) >= OPS_IN_MEMORY_MAX:
+            return True
         store = self.broker.store
         op_queue = store.consume_queues.find(TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID)
         if op_queue is None:
-            return [], True
-        start = max(self.broker.offsets.query_offset(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID),
-                    op_queue.min_offset)
+            return True
+        start = self._op_next
+        if start < 0:
+            start = max(self.broker.offsets.query_offset(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID),
+                        op_queue.min_offset)
+        start = max(start, op_queue.min_offset)
         end = min(op_queue.max_offset, start + MAX_OPS_PER_PASS)
-        ops: list[tuple[int, int]] = []
         for op_offset in range(start, end):
             unit = op_queue.unit_at(op_offset)
             record = None if unit is None else store.select_one_message_by_offset(unit[0], unit[1])
@@ -307,8 +338,11 @@ class TransactionalMessageService:
                     half_at = int(text) if text.isdigit() else -1
                 except RecordDecodeError:
                     half_at = -1
-            ops.append((op_offset, half_at))
-        return ops, end == op_queue.max_offset
+            self._ops.append((op_offset, half_at))
+            if half_at >= half_offset:
+                self._resolved_at[half_at] = op_offset
+        self._op_next = end
+        return end == op_queue.max_offset
 
     def _check_back(self, half: MessageExt, times: int) -> bool:
         """Put ``half`` back at the end of the half queue with its check count, then ask its producer group."""

@@ -7,6 +7,7 @@ away, a broker restart), the check limit, and END_TRANSACTION's validation.
 from __future__ import annotations
 
 import threading
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -288,3 +289,60 @@ def test_a_broker_that_rejects_transactions_says_so() -> None:
             producer.send_message_in_transaction(Message(new_topic(), b"x"))
     finally:
         rejecting.close()
+
+
+def test_a_backlog_is_worked_off_in_short_passes_checking_only_the_unresolved(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import asyncio
+
+    import rocketflow.broker.transaction as transaction_module
+
+    monkeypatch.setattr(transaction_module, "MAX_OPS_PER_PASS", 7)
+    monkeypatch.setattr(transaction_module, "MAX_HALF_PER_PASS", 5)
+    cluster = DevCluster.start_in_thread(broker_settings={"transaction_check_interval_ms": 3_600_000,
+                                                          "transaction_timeout_ms": 1})
+    try:
+        assert cluster.broker is not None and cluster._loop is not None
+        service = cluster.broker.transactions
+        topic = new_topic()
+
+        class Switch(Listener):
+            def execute_local_transaction(self, msg: Message, arg: Any) -> LocalTransactionState:
+                return LocalTransactionState.UNKNOW if arg < 30 else LocalTransactionState.COMMIT_MESSAGE
+
+        listener = Switch(LocalTransactionState.UNKNOW, check=LocalTransactionState.COMMIT_MESSAGE)
+        with TransactionProducer(new_group(), namesrv=cluster.namesrv_addr, listener=listener) as producer:
+            results = [producer.send_message_in_transaction(Message(topic, f"b{n}".encode()), arg=n)
+                       for n in range(60)]
+            wait_until(lambda: queue_size(cluster, TRANS_OP_HALF_TOPIC) == 30)
+
+            def run_passes() -> list[Any]:
+                async def passes() -> list[Any]:
+                    reports = []
+                    round_start = int(time.time() * 1000) + 1
+                    await asyncio.sleep(0.01)
+                    while True:
+                        report = service.check(round_start_ms=round_start)
+                        reports.append(report)
+                        if not report.more:
+                            return reports
+
+                return asyncio.run_coroutine_threadsafe(passes(), cluster._loop).result(30)
+
+            reports = run_passes()
+            assert len(reports) > 5  # the limits cut the work into many passes
+            assert sum(report.checked for report in reports) == 30
+            wait_until(lambda: len({m.uniq_key for m in listener.checked}) == 30)
+            assert {m.uniq_key for m in listener.checked} == {r.msg_id for r in results[:30]}
+
+            def all_visible() -> list[MessageExt]:
+                return [m for queue_id in range(4) for m in visible(producer, topic, queue_id)]
+
+            wait_until(lambda: len(all_visible()) == 60)
+            checks_before = len(listener.checked)
+            reports = run_passes()  # the put-back copies are resolved now: nothing more to ask
+            assert sum(report.checked for report in reports) == 0
+            assert len(listener.checked) == checks_before
+            assert sorted(m.body for m in all_visible()) == sorted(f"b{n}".encode() for n in range(60))
+    finally:
+        cluster.close()
