@@ -27,7 +27,7 @@ from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import EndTransactionRequestHeader
 
 #: fast check-backs for the tests (RocketMQ: every 60 s, after 6 s, at most 15 times)
-FAST_CHECKS = {"transaction_check_interval_ms": 100, "transaction_timeout_ms": 300, "transaction_check_max": 3}
+FAST_CHECKS = {"transaction_check_interval_ms": 100, "transaction_timeout_ms": 1000, "transaction_check_max": 3}
 
 
 @pytest.fixture(scope="module")
@@ -132,7 +132,7 @@ def test_rollback_stores_nothing_visible(cluster: DevCluster) -> None:
         # well past the check timeout: the check pass skips it, the check listener is never asked
         sentinel = producer.send_message_in_transaction(Message(topic, b"sentinel"))
         assert sentinel.local_transaction_state is LocalTransactionState.ROLLBACK_MESSAGE
-        threading.Event().wait(1.0)
+        threading.Event().wait(1.6)
         assert listener.checked == []
         assert all(not visible(producer, topic, queue_id) for queue_id in range(4))
 
