@@ -41,7 +41,7 @@ from rocketflow.client.api import ADMIN_RPC_TIMEOUT, SendResult
 from rocketflow.client.errors import MQClientError, MQConnectError, MQError
 from rocketflow.protocol.bodies import SubscriptionGroupConfig
 from rocketflow.protocol.message import MessageExt
-from rocketflow.protocol.names import perm_to_string
+from rocketflow.protocol.names import TRACE_TOPIC, perm_to_string
 
 #: The environment variable naming the default name server(s).
 NAMESRV_ENV: Final = "ROCKETFLOW_NAMESRV"
@@ -655,6 +655,31 @@ def message_query(topic: str, key: str, begin: str | None, end: str | None, max_
         _print_json([_message_json(msg) for msg in messages])
         return
     _console().print(_messages_table(f"{len(messages)} message(s) of {topic} with key {key}", messages))
+
+
+@message_group.command("trace")
+@click.argument("msg_id")
+@click.option("--trace-topic", default=TRACE_TOPIC, show_default=True, help="Where the clients write traces.")
+@_common_options
+def message_trace(msg_id: str, trace_topic: str, namesrv: str, json_output: bool, timeout: float) -> None:
+    """The trace of a message (clients with enable_msg_trace): its sends and every consume of it."""
+    with _session(namesrv, timeout) as session:
+        records = session.message_trace(msg_id, trace_topic=trace_topic)
+    if json_output:
+        _print_json([{"type": record.type.value, "timestamp": record.timestamp, "group": record.group,
+                      "topic": record.topic, "costMs": record.cost_ms, "success": record.success,
+                      "storeHost": record.store_host, "retryTimes": record.retry_times,
+                      "requestId": record.request_id} for record in records])
+        return
+    table = _table(f"Trace of {msg_id}: {len(records)} record(s)", "Type", "Time", "Group", "Where", "Cost ms",
+                   "Status")
+    for record in records:
+        where = record.topic + (f" @ {record.store_host}" if record.store_host else "") if record.type.value in (
+            "Pub", "EndTransaction") else f"request {record.request_id[:8]}, retry {record.retry_times}"
+        table.add_row(record.type.value, format_timestamp(record.timestamp) if record.timestamp else "",
+                      record.group, where, str(record.cost_ms) if record.type.value != "SubBefore" else "",
+                      "" if record.type.value == "SubBefore" else ("ok" if record.success else "failed"))
+    _console().print(table)
 
 
 @message_group.command("tail")

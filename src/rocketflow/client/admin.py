@@ -34,6 +34,7 @@ from rocketflow.client.api import ADMIN_RPC_TIMEOUT, PullStatus, SendResult, pro
 from rocketflow.client.config import ClientConfig
 from rocketflow.client.errors import MQBrokerError, MQClientError, MQError, MQRemotingError
 from rocketflow.client.instance import ClientInstance
+from rocketflow.client.trace import TraceRecord, decode_trace_data
 from rocketflow.protocol.bodies import (
     ClusterInfo,
     ConsumerConnection,
@@ -51,6 +52,7 @@ from rocketflow.protocol.bodies import (
 from rocketflow.protocol.ids import InvalidMessageIdError, decode_offset_msg_id
 from rocketflow.protocol.message import Message, MessageExt, MessageQueue
 from rocketflow.protocol.names import (
+    TRACE_TOPIC,
     InvalidNameError,
     PermName,
     is_dlq_topic,
@@ -926,6 +928,16 @@ class Admin:
         keyed = [msg for msg in messages if key in msg.key_list]
         return sorted(keyed, key=lambda msg: (msg.store_timestamp, msg.broker_name, msg.queue_id,
                                               msg.queue_offset))[:max_num]
+
+    def message_trace(self, msg_id: str, *, trace_topic: str = TRACE_TOPIC,
+                      max_num: int = DEFAULT_QUERY_MAX_NUM) -> list[TraceRecord]:
+        """The trace records of ``msg_id`` (its UNIQ_KEY) in ``trace_topic``, oldest first (RocketMQ's
+        ``queryMsgTraceById``): the Pub of each send, SubBefore / SubAfter of each consume."""
+        records: list[TraceRecord] = []
+        for trace in self.query_messages(trace_topic, msg_id, max_num=max_num):
+            records.extend(record for record in decode_trace_data(trace.body.decode("utf-8", "replace"))
+                           if record.msg_id == msg_id)
+        return sorted(records, key=lambda record: record.timestamp)
 
     async def _query(self, topic: str, key: str, begin_ms: int, end_ms: int, max_num: int, *,
                      unique_key: bool = False) -> list[MessageExt]:

@@ -49,6 +49,7 @@ from rocketflow.client.errors import MQBrokerError, MQClientError, MQError, MQRe
 from rocketflow.client.instance import CLIENT_INNER_PRODUCER_GROUP, ClientInstance
 from rocketflow.client.request_reply import is_reply, stamp_request
 from rocketflow.client.route import TopicPublishInfo
+from rocketflow.client.trace import TraceDispatcher, TraceRecord, TraceType, message_type_of
 from rocketflow.protocol.codec import RecordEncodeError, compress_body, encode_batch_body
 from rocketflow.protocol.ids import UniqueIdGenerator
 from rocketflow.protocol.message import Message, MessageConst, MessageExt, MessageQueue
@@ -103,6 +104,10 @@ class ProducerSettings:
     default_topic_queue_nums: int = 4
     create_topic_key: str = DEFAULT_TOPIC
     retry_another_broker_when_not_store_ok: bool = False
+    #: record a Pub message trace of every send (``enableMsgTrace``) to ``trace_topic``
+    #: (``customizedTraceTopic``; None = RMQ_SYS_TRACE_TOPIC); see `rocketflow.client.trace`
+    enable_msg_trace: bool = False
+    trace_topic: str | None = None
 
     def __post_init__(self) -> None:
         if isinstance(self.send_msg_timeout, bool) or not isinstance(self.send_msg_timeout, int | float) \
@@ -205,6 +210,7 @@ class Producer:
         self._running = False
         self._shut_down = False
         self._ids: UniqueIdGenerator | None = None
+        self._tracer: TraceDispatcher | None = None
 
     @classmethod
     def _attached(cls, group: str, instance: ClientInstance) -> Producer:
@@ -249,6 +255,10 @@ class Producer:
         self._instance = instance
         self._ids = UniqueIdGenerator(instance.config.resolved_client_ip())
         self._running = True
+        if self.settings.enable_msg_trace:
+            tracer = TraceDispatcher(instance, self.settings.trace_topic)
+            tracer.start()
+            self._tracer = tracer
         try:
             instance.run(instance.send_heartbeat_to_all_brokers(), instance.config.mq_client_api_timeout * 2)
         except MQError as exc:
@@ -262,6 +272,9 @@ class Producer:
             return
         self._running = False
         self._shut_down = True
+        if self._tracer is not None:
+            self._tracer.shutdown()
+            self._tracer = None
         instance = self._instance
         if instance is not None and self._owns_instance:
             instance.unregister_producer(self.group)
@@ -486,15 +499,25 @@ class Producer:
         wire = Message(msg.topic, body, flag=msg.flag, properties=msg.properties)
         code = RequestCode.SEND_REPLY_MESSAGE_V2 if is_reply(msg) else RequestCode.SEND_MESSAGE_V2
         metrics = instance.metrics
-        if metrics is None:
+        tracer = self._tracer
+        if metrics is None and tracer is None:
             return await instance.api.send_message(addr, mq.broker_name, wire, header, timeout, mode, code=code)
         began = time.monotonic()
         try:
             result = await instance.api.send_message(addr, mq.broker_name, wire, header, timeout, mode, code=code)
         except MQError:
-            metrics.send_failed(self.group, mq.topic)
+            if metrics is not None:
+                metrics.send_failed(self.group, mq.topic)
             raise
-        metrics.observe_send(self.group, mq.topic, time.monotonic() - began)
+        cost = time.monotonic() - began
+        if metrics is not None:
+            metrics.observe_send(self.group, mq.topic, cost)
+        if tracer is not None and result is not None and msg.topic != tracer.trace_topic:
+            tracer.append(TraceRecord(
+                TraceType.PUB, timestamp=int((time.time() - cost) * 1000), region_id=result.region_id,
+                group=self.group, topic=msg.topic, msg_id=result.msg_id, tags=msg.tags or "", keys=msg.keys or "",
+                store_host=addr, body_length=len(msg.body), cost_ms=int(cost * 1000), msg_type=message_type_of(msg),
+                offset_msg_id=result.offset_msg_id, success=result.send_status is SendStatus.SEND_OK))
         return result
 
     def _header(self, msg: Message, mq: MessageQueue, sys_flag: int, *,

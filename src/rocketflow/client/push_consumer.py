@@ -74,6 +74,7 @@ from rocketflow.client.process_queue import ProcessQueue
 from rocketflow.client.pull_service import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION, PullMessageService
 from rocketflow.client.rebalance import CONSUME_TIMESTAMP_FORMAT, RebalancePushImpl, parse_consume_timestamp
 from rocketflow.client.stats import ConsumerStats
+from rocketflow.client.trace import ConsumeTraceHook, TraceDispatcher
 from rocketflow.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -156,6 +157,10 @@ class PushConsumerSettings:
     consume_bundle_time: float = 0.001
     #: Root of broadcasting consumers' offset files (None: ``~/.rocketmq_offsets``).
     local_offset_store_dir: str | Path | None = None
+    #: record SubBefore/SubAfter message traces (``enableMsgTrace``) to ``trace_topic``
+    #: (``customizedTraceTopic``; None = RMQ_SYS_TRACE_TOPIC); see `rocketflow.client.trace`
+    enable_msg_trace: bool = False
+    trace_topic: str | None = None
 
     def __post_init__(self) -> None:
         int_ranges = {
@@ -278,6 +283,7 @@ class PushConsumer:
         self.pull_threshold_for_queue = self.settings.pull_threshold_for_queue
         self.pull_threshold_size_for_queue = self.settings.pull_threshold_size_for_queue
         self.hooks = ConsumeHooks()
+        self._tracer: TraceDispatcher | None = None
         self.consumer_stats = ConsumerStats()
         self.rebalance = RebalancePushImpl(self)
         self._listener: Callable[..., Any] | None = None
@@ -508,6 +514,11 @@ class PushConsumer:
             instance.unregister_consumer(self.group)
             raise
         self._instance_started = True
+        if self.settings.enable_msg_trace:
+            tracer = TraceDispatcher(instance, self.settings.trace_topic)
+            tracer.start()
+            self._tracer = tracer
+            self.hooks.register(ConsumeTraceHook(tracer, self.group))
         service.start()
         self.start_timestamp = int(time.time() * 1000)
         self._state = ServiceState.RUNNING
@@ -575,6 +586,9 @@ class PushConsumer:
         except MQError as exc:
             logger.warning("%s: error while shutting down: %s", self.group, exc)
         finally:
+            if self._tracer is not None:
+                self._tracer.shutdown()
+                self._tracer = None
             instance.unregister_consumer(self.group)
             if self._instance_started:
                 self._instance_started = False
