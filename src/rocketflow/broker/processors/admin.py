@@ -10,7 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from rocketflow.broker.processors.common import bad_input, check_names, error
+from rocketflow.broker.processors.common import check_names, error, guarded
 from rocketflow.net import RemotingError, RequestContext, not_supported_remark
 from rocketflow.protocol.bodies import (
     Connection,
@@ -36,7 +36,7 @@ from rocketflow.protocol.names import InvalidNameError, validate_group, validate
 from rocketflow.remoting import fastjson
 from rocketflow.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
-from rocketflow.remoting.errors import BodyDecodeError, ProtocolError
+from rocketflow.remoting.errors import BodyDecodeError
 from rocketflow.remoting.headers import (
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -147,15 +147,11 @@ class AdminBrokerProcessor:
         }
 
     def process(self, ctx: RequestContext,
-                request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+                request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand | None] | None:
         handler = self.handlers.get(request.code)
         if handler is None:
             return error(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
-        try:
-            return handler(ctx, request)
-        except ProtocolError as exc:
-            logger.info("rejecting %s from %s: %s", request.describe(), ctx.remote_address, exc)
-            return bad_input(request, exc)
+        return guarded(handler)(ctx, request)
 
     # ------------------------------------------------------------------ locks
 
