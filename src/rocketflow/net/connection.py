@@ -18,7 +18,7 @@ from typing import Final, TypeAlias
 from rocketflow.net.errors import RemotingConnectionClosedError, RemotingTimeoutError
 from rocketflow.remoting.codes import ResponseCode
 from rocketflow.remoting.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand, next_opaque
-from rocketflow.remoting.errors import ProtocolError
+from rocketflow.remoting.errors import BodyDecodeError, HeaderFieldError, ProtocolError
 from rocketflow.remoting.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
 
 logger = logging.getLogger("rocketflow.net.connection")
@@ -240,11 +240,29 @@ class RequestDispatcher:
 
     def _processor_failed(self, context: RequestContext, exc: Exception) -> None:
         request = context.request
-        logger.error("%s: processor failed on %s from %s", self.role, request.describe(),
-                     context.channel.remote_address, exc_info=exc)
+        if isinstance(exc, ProtocolError):
+            # the peer's fault (a malformed header or body), not ours: a clear answer, no traceback
+            logger.info("%s: rejecting %s from %s: %s", self.role, request.describe(),
+                        context.channel.remote_address, exc)
+            response = bad_input_response(request, exc)
+        else:
+            logger.error("%s: processor failed on %s from %s", self.role, request.describe(),
+                         context.channel.remote_address, exc_info=exc)
+            response = request.make_response(ResponseCode.SYSTEM_ERROR, remark=describe_exception(exc))
         if request.is_oneway or context.responded:
             return
-        context.respond(request.make_response(ResponseCode.SYSTEM_ERROR, remark=describe_exception(exc)))
+        context.respond(response)
+
+
+def bad_input_response(request: RemotingCommand, exc: ProtocolError) -> RemotingCommand:
+    """SYSTEM_ERROR naming what is wrong with the request's header or body."""
+    if isinstance(exc, HeaderFieldError):
+        remark = f"invalid request header field {exc}"
+    elif isinstance(exc, BodyDecodeError):
+        remark = f"invalid request body: {exc}"
+    else:
+        remark = f"invalid request: {exc}"
+    return request.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
 
 
 class Channel(asyncio.Protocol):

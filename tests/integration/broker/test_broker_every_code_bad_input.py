@@ -48,7 +48,32 @@ def cases(code: int) -> list[tuple[dict[str, str], bytes]]:
     return out
 
 
-def test_every_code_answers_malformed_requests_clearly(caplog: pytest.LogCaptureFixture) -> None:
+async def sweep(addr: str, codes: list[int]) -> list[str]:
+    """Send every case of every code to ``addr``; returns what went wrong."""
+    problems: list[str] = []
+    client = RemotingClient(name="fuzz")
+    try:
+        for code in codes:
+            for fields, body in cases(code):
+                request = RemotingCommand.request(code, fields, body)
+                try:
+                    response = await client.invoke(addr, request, 1 if code in SILENT_OK else 5)
+                except Exception as exc:  # a timeout: no answer
+                    if code not in SILENT_OK:
+                        problems.append(f"code {code} {fields}: no answer ({exc!r})")
+                    continue
+                if not response.is_response:
+                    problems.append(f"code {code} {fields}: answered with a request")
+    finally:
+        await client.close()
+    return problems
+
+
+def processor_failures(caplog: pytest.LogCaptureFixture) -> list[str]:
+    return [record.getMessage() for record in caplog.records if "processor failed" in record.getMessage()]
+
+
+def test_every_broker_code_answers_malformed_requests_clearly(caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.ERROR)
     cluster = DevCluster.start_in_thread()
     try:
@@ -57,37 +82,48 @@ def test_every_code_answers_malformed_requests_clearly(caplog: pytest.LogCapture
         codes = sorted(set(broker.server._dispatcher._processors) | set(broker.admin_processor.handlers))
         assert RequestCode.END_TRANSACTION in codes and RequestCode.SEND_REPLY_MESSAGE_V2 in codes
 
-        async def sweep() -> list[str]:
-            problems: list[str] = []
-            client = RemotingClient(name="fuzz")
+        async def run() -> list[str]:
+            problems = await sweep(cluster.broker_addr, codes)
+            # still healthy: a well-formed send goes through
+            client = RemotingClient(name="fuzz-after")
             try:
-                for code in codes:
-                    for fields, body in cases(code):
-                        request = RemotingCommand.request(code, fields, body)
-                        try:
-                            response = await client.invoke(cluster.broker_addr, request,
-                                                           1 if code in SILENT_OK else 5)
-                        except Exception as exc:  # a timeout: no answer
-                            if code not in SILENT_OK:
-                                problems.append(f"code {code} {fields}: no answer ({exc!r})")
-                            continue
-                        if not response.is_response:
-                            problems.append(f"code {code} {fields}: answered with a request")
-                # still healthy: a well-formed send goes through
                 ok = RemotingCommand.request(RequestCode.SEND_MESSAGE, {
                     "producerGroup": "fuzz_pg", "topic": "FuzzAfter", "defaultTopic": DEFAULT_TOPIC,
                     "defaultTopicQueueNums": "4", "queueId": "0", "sysFlag": "0", "bornTimestamp": "0",
                     "flag": "0"}, b"still alive")
                 response = await client.invoke(cluster.broker_addr, ok, 5)
-                if response.code != ResponseCode.SUCCESS:
-                    problems.append(f"a normal send after the sweep failed: {response.code} {response.remark}")
             finally:
                 await client.close()
+            if response.code != ResponseCode.SUCCESS:
+                problems.append(f"a normal send after the sweep failed: {response.code} {response.remark}")
             return problems
 
-        problems = asyncio.run(sweep())
+        problems = asyncio.run(run())
     finally:
         cluster.close()
-    failures = [record.getMessage() for record in caplog.records if "processor failed" in record.getMessage()]
-    assert not failures, "\n".join(failures[:20])
+    assert not processor_failures(caplog), "\n".join(processor_failures(caplog)[:20])
+    assert not problems, "\n".join(problems[:40])
+
+
+def test_every_name_server_code_answers_malformed_requests_clearly(caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.ERROR)
+    cluster = DevCluster.start_in_thread()
+    try:
+        assert cluster.namesrv is not None
+        codes = sorted(cluster.namesrv.server._dispatcher._processors)
+        assert RequestCode.REGISTER_BROKER in codes
+        problems = asyncio.run(sweep(cluster.namesrv_addr, codes))
+
+        async def routed() -> int:
+            client = RemotingClient(name="fuzz-after")
+            try:
+                request = RemotingCommand.request(RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": DEFAULT_TOPIC})
+                return (await client.invoke(cluster.namesrv_addr, request, 5)).code
+            finally:
+                await client.close()
+
+        assert asyncio.run(routed()) == ResponseCode.SUCCESS
+    finally:
+        cluster.close()
+    assert not processor_failures(caplog), "\n".join(processor_failures(caplog)[:20])
     assert not problems, "\n".join(problems[:40])

@@ -8,10 +8,10 @@ from collections.abc import Awaitable
 from typing import Final
 
 from rocketflow.net import Processor, RequestContext
+from rocketflow.net.connection import bad_input_response
 from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
-from rocketflow.remoting.codes import ResponseCode
 from rocketflow.remoting.command import RemotingCommand
-from rocketflow.remoting.errors import BodyDecodeError, HeaderFieldError, ProtocolError
+from rocketflow.remoting.errors import HeaderFieldError, ProtocolError
 
 logger = logging.getLogger("rocketflow.broker")
 
@@ -26,13 +26,7 @@ def error(request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
 
 def bad_input(request: RemotingCommand, exc: ProtocolError) -> RemotingCommand:
     """SYSTEM_ERROR naming what is wrong with the request's header or body."""
-    if isinstance(exc, HeaderFieldError):
-        remark = f"invalid request header field {exc}"
-    elif isinstance(exc, BodyDecodeError):
-        remark = f"invalid request body: {exc}"
-    else:
-        remark = f"invalid request: {exc}"
-    return request.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
+    return bad_input_response(request, exc)
 
 
 def guarded(processor: Processor) -> Processor:
