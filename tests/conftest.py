@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 from hypothesis import HealthCheck, settings
+
+from rocketflow.client import ClientInstance
+from rocketflow.client.instance import shutdown_all
 
 # CI runs on 2 shared cores: time per example varies with load, so never fail on timing.
 settings.register_profile("rocketflow", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -30,3 +35,24 @@ def captured_dir() -> Path:
     """The captured real-client sessions (``<client>/frames_*.jsonl``); missing files fail, never skip."""
     assert sorted(CAPTURED_DIR.glob("*/frames_*.jsonl")), f"no captured frames under {CAPTURED_DIR}"
     return CAPTURED_DIR
+
+
+def client_threads() -> list[threading.Thread]:
+    return [thread for thread in threading.enumerate() if thread.name.startswith("rocketflow-client")]
+
+
+@pytest.fixture()
+def no_client_left_behind() -> Iterator[None]:
+    """Fail a test that leaves client instances or their threads running (and stop them).
+
+    Instances already running when the test began (session fixtures of another folder, say) are
+    not the test's doing and are left alone.
+    """
+    instances_before = {id(instance) for instance in ClientInstance.live_instances()}
+    threads_before = {thread.ident for thread in client_threads()}
+    yield
+    leftovers = [instance for instance in ClientInstance.live_instances() if id(instance) not in instances_before]
+    shutdown_all(leftovers)
+    assert not leftovers, f"client instances left running: {leftovers}"
+    threads = [thread for thread in client_threads() if thread.ident not in threads_before]
+    assert not threads, f"client threads left running: {threads}"

@@ -25,8 +25,7 @@ from cryptography.x509.oid import NameOID
 from rocketflow import Message, Producer, PushConsumer
 from rocketflow.broker import DevCluster
 from rocketflow.cli.main import cli
-from rocketflow.client import ClientInstance, ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeFromWhere
-from rocketflow.client.instance import shutdown_all
+from rocketflow.client import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeFromWhere
 from rocketflow.net.tls import TlsMode
 from rocketflow.protocol.message import MessageExt
 
@@ -41,11 +40,8 @@ def cluster() -> Iterator[DevCluster]:
 
 
 @pytest.fixture(autouse=True)
-def no_client_left_behind() -> Iterator[None]:
-    yield
-    leftovers = ClientInstance.live_instances()
-    shutdown_all()
-    assert not leftovers, f"client instances left running: {leftovers}"
+def _leave_no_client_behind(no_client_left_behind: None) -> None:
+    """Every test here stops the clients it started (see the root conftest)."""
 
 
 def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:

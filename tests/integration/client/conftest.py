@@ -5,11 +5,8 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from client_helpers import client_threads
 
 from rocketflow.broker import DevCluster
-from rocketflow.client import ClientInstance
-from rocketflow.client.instance import shutdown_all
 
 
 @pytest.fixture(scope="module")
@@ -22,9 +19,5 @@ def cluster() -> Iterator[DevCluster]:
 
 
 @pytest.fixture(autouse=True)
-def no_client_left_behind() -> Iterator[None]:
-    yield
-    leftovers = ClientInstance.live_instances()
-    shutdown_all()
-    assert not leftovers, f"client instances left running: {leftovers}"
-    assert not client_threads(), f"client threads left running: {client_threads()}"
+def _leave_no_client_behind(no_client_left_behind: None) -> None:
+    """Every test here stops the clients it started (see the root conftest)."""
