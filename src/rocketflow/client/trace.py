@@ -47,6 +47,8 @@ TRACE_MAX_MESSAGE_BYTES: Final = 128 * 1024
 TRACE_QUEUE_MAX: Final = 20_000
 #: How often the background sender looks for records.
 TRACE_FLUSH_SECONDS: Final = 0.05
+#: Seconds between two warnings about traces that could not be sent.
+TRACE_WARNING_INTERVAL: Final = 30.0
 
 
 class TraceType(Enum):
@@ -200,6 +202,7 @@ class TraceDispatcher:
         self._wake: asyncio.Event | None = None
         self._stopping = False
         self._producer: Producer | None = None
+        self._last_warning = -TRACE_WARNING_INTERVAL
         self.sent = 0
         self.dropped = 0
         self.failed = 0
@@ -288,7 +291,11 @@ class TraceDispatcher:
                 self.sent += end - start
             except Exception as exc:
                 self.failed += end - start
-                logger.warning("cannot send %d trace records to %s: %s", end - start, self.trace_topic, exc)
+                now = time.monotonic()
+                if now - self._last_warning >= TRACE_WARNING_INTERVAL:  # a missing topic fails every batch
+                    self._last_warning = now
+                    logger.warning("cannot send trace records to %s (%d lost so far): %s", self.trace_topic,
+                                   self.failed, exc)
             start = end
 
 

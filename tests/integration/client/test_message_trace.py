@@ -92,3 +92,18 @@ def test_tracing_to_a_custom_topic_and_never_tracing_the_trace_topic(cluster: De
     with Admin(cluster.namesrv_addr) as admin:
         assert [r.type for r in admin.message_trace(sent.msg_id, trace_topic=custom)] == [TraceType.PUB]
         assert admin.message_trace(sent.msg_id, trace_topic=TRACE_TOPIC) == []
+
+
+def test_a_missing_trace_topic_loses_traces_not_sends() -> None:
+    strict = DevCluster.start_in_thread(broker_settings={"auto_create_topic_enable": False})
+    try:
+        with Producer("untraceable_pg", namesrv=strict.namesrv_addr, enable_msg_trace=True) as producer:
+            create_topic(producer.instance, strict.broker_addr, "Untraced", 1)
+            results = [producer.send(Message("Untraced", f"m{n}".encode())) for n in range(3)]
+            assert all(result.send_status.name == "SEND_OK" for result in results)
+            tracer = producer._tracer
+            assert tracer is not None
+            wait_until(lambda: tracer.failed == 3)
+            assert tracer.sent == 0
+    finally:
+        strict.close()
