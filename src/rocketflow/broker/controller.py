@@ -35,7 +35,9 @@ from rocketflow.broker.subscription_group_manager import SubscriptionGroupManage
 from rocketflow.broker.topic_config_manager import TopicConfigManager
 from rocketflow.broker.transaction import TransactionalMessageService
 from rocketflow.net import Channel, RemotingServer
+from rocketflow.protocol.bodies import TopicConfigSerializeWrapper
 from rocketflow.protocol.ids import pack_host
+from rocketflow.protocol.names import is_readable, is_writeable
 from rocketflow.remoting.command import ROCKETMQ_VERSION
 from rocketflow.store import MessageStore
 from rocketflow.store.config_file import ConsumerOffsetManager, DelayOffsetManager
@@ -196,7 +198,7 @@ class BrokerController:
         self.registrar = NamesrvRegistrar(
             config.namesrv_addresses, broker_name=config.broker_name, cluster=config.cluster,
             broker_id=config.broker_id, broker_addr=lambda: self.address,
-            ha_server_addr=lambda: self.ha_server_address, topics=self.topics.snapshot,
+            ha_server_addr=lambda: self.ha_server_address, topics=self._topics_for_registration,
             period_ms=max(10_000, min(config.register_name_server_period_ms, 60_000))
             if config.register_name_server_period_ms >= 10_000 else config.register_name_server_period_ms,
             timeout_ms=config.register_broker_timeout_ms, compressed=config.compressed_register,
@@ -278,6 +280,16 @@ class BrokerController:
                     logger.exception("periodic task %s failed", what)
 
         self._tasks.append(asyncio.get_running_loop().create_task(run()))
+
+    def _topics_for_registration(self) -> TopicConfigSerializeWrapper:
+        """The topic table as registered: a broker that is not read-write (``brokerPermission``) registers
+        every topic with its own permission, so clients route around it (registerBrokerAll)."""
+        wrapper = self.topics.snapshot()
+        permission = self.config.broker_permission
+        if not (is_writeable(permission) and is_readable(permission)):
+            for topic_config in wrapper.topic_config_table.values():
+                topic_config.perm = permission
+        return wrapper
 
     # ------------------------------------------------------------------ events
 

@@ -180,6 +180,51 @@ def cluster_command(namesrv: str, json_output: bool, timeout: float) -> None:
     _console().print(table)
 
 
+@admin.group("broker")
+def broker_group() -> None:
+    """A broker's settings: show them, change them while it runs."""
+
+
+@broker_group.command("config")
+@click.argument("broker_addr")
+@_common_options
+def broker_config_command(broker_addr: str, namesrv: str, json_output: bool, timeout: float) -> None:
+    """Every setting of the broker at BROKER_ADDR (host:port), by RocketMQ name."""
+    with _session(namesrv, timeout) as session:
+        settings = session.broker_config(broker_addr)
+    if json_output:
+        _print_json(settings)
+        return
+    table = _table(f"Broker {broker_addr}", "Setting", "Value")
+    for key, value in sorted(settings.items()):
+        table.add_row(key, value)
+    _console().print(table)
+
+
+@broker_group.command("set")
+@click.argument("broker_addr")
+@click.argument("settings", nargs=-1, required=True, metavar="KEY=VALUE...")
+@_common_options
+def broker_set_command(broker_addr: str, settings: tuple[str, ...], namesrv: str, json_output: bool,
+                       timeout: float) -> None:
+    """Change settings of the running broker at BROKER_ADDR, e.g. brokerPermission=4 (read only).
+
+    They last until the broker restarts; settings fixed at start (ports, paths, names) are refused.
+    """
+    changes: dict[str, str] = {}
+    for item in settings:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise click.BadParameter(f"{item!r} is not KEY=VALUE", param_hint="SETTINGS")
+        changes[key.strip()] = value.strip()
+    with _session(namesrv, timeout) as session:
+        session.update_broker_config(broker_addr, changes)
+    if json_output:
+        _print_json({"updated": changes})
+        return
+    _console().print(f"updated {', '.join(f'{key}={value}' for key, value in changes.items())} on {broker_addr}")
+
+
 # --------------------------------------------------------------------------- topics
 
 

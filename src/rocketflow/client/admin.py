@@ -479,6 +479,32 @@ class Admin:
         response = await self._invoke(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
         return dict(self._decode(KVTable, response, addr).table)
 
+    def broker_config(self, addr: str) -> dict[str, str]:
+        """GET_BROKER_CONFIG of one broker: its settings by RocketMQ name (``mqadmin getBrokerConfig``)."""
+        response = self._run(self._invoke(addr, RequestCode.GET_BROKER_CONFIG))
+        settings: dict[str, str] = {}
+        for line in response.body.decode("utf-8", "replace").splitlines():
+            key, sep, value = line.partition("=")
+            if sep and key.strip() and not key.lstrip().startswith(("#", "!")):
+                settings[key.strip()] = value.strip()
+        return settings
+
+    def update_broker_config(self, addr: str, settings: Mapping[str, object]) -> None:
+        """UPDATE_BROKER_CONFIG: change settings of a running broker (``mqadmin updateBrokerConfig``).
+
+        Keys are RocketMQ's names (``brokerPermission``, ``maxMessageSize``...); `MQBrokerError` if the
+        broker refuses them (unknown, invalid, or fixed at start).
+        """
+        if not settings:
+            raise MQClientError("no settings to update")
+        lines = []
+        for key, value in settings.items():
+            text = str(value).lower() if isinstance(value, bool) else str(value)
+            if not key or any(ch in key for ch in "=:\n\r") or "\n" in text or "\r" in text:
+                raise MQClientError(f"cannot send the setting {key!r}={text!r} as a property line")
+            lines.append(f"{key}={text}")
+        self._run(self._invoke(addr, RequestCode.UPDATE_BROKER_CONFIG, None, ("\n".join(lines) + "\n").encode()))
+
     def cluster_overview(self) -> list[BrokerStatus]:
         """Every broker address of every cluster with its version and put/get TPS (unreachable ones with ``error``)."""
         return self._run(self._cluster_overview())

@@ -8,8 +8,9 @@ from __future__ import annotations
 import dataclasses
 import logging
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from rocketflow.broker.config import BrokerConfigError, config_overrides_from_properties
 from rocketflow.broker.processors.common import check_names, error, guarded
 from rocketflow.net import RemotingError, RequestContext, not_supported_remark
 from rocketflow.protocol.bodies import (
@@ -141,6 +142,7 @@ class AdminBrokerProcessor:
             RequestCode.DELETE_SUBSCRIPTIONGROUP: self.delete_subscription_group,
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
+            RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
@@ -401,6 +403,45 @@ class AdminBrokerProcessor:
     def get_broker_runtime_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=KVTable(self.broker.runtime_info()).encode())
 
+    def update_broker_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """UPDATE_BROKER_CONFIG (25): ``key=value`` lines (RocketMQ's names or ours) applied to the running broker.
+
+        Settings read on use (permissions, limits, timeouts, filters, flush intervals...) take effect at
+        once; the few fixed at start (addresses, names, paths, segment sizes, TLS, ACL) are refused, all
+        or nothing. Changes last until the broker restarts (put them in broker.conf to keep them).
+        """
+        broker = self.broker
+        try:
+            text = request.body.decode("utf-8")
+            overrides = config_overrides_from_properties(text, "UPDATE_BROKER_CONFIG")
+        except (UnicodeDecodeError, BrokerConfigError) as exc:
+            return error(request, ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
+        fixed = sorted(name for name in overrides if _fixed_at_start(name))
+        if fixed:
+            return error(request, ResponseCode.SYSTEM_ERROR,
+                         f"{', '.join(fixed)} cannot change while the broker runs: set it in broker.conf and restart")
+        broker_changes: dict[str, Any] = {name: value for name, value in overrides.items()
+                                          if not name.startswith("store.")}
+        store_changes: dict[str, Any] = {name[len("store."):]: value for name, value in overrides.items()
+                                         if name.startswith("store.")}
+        try:  # validate as a whole, on copies, before touching the live settings
+            store_copy = dataclasses.replace(broker.config.store, **store_changes)
+            dataclasses.replace(broker.config, store=store_copy, **broker_changes)
+        except (BrokerConfigError, TypeError, ValueError) as exc:
+            return error(request, ResponseCode.SYSTEM_ERROR, f"invalid broker config: {exc}")
+        for name, value in broker_changes.items():
+            setattr(broker.config, name, value)
+        for name, value in store_changes.items():
+            setattr(broker.config.store, name, value)
+        if "max_message_size" in broker_changes:
+            broker.config.store.max_message_size = broker.config.max_message_size
+        logger.info("broker config updated by %s: %s", ctx.remote_address, overrides)
+        if "broker_permission" in broker_changes:
+            broker.topics.data_version.next_version()
+            if broker.registrar is not None:
+                broker.registrar.register_soon()
+        return request.make_response(ResponseCode.SUCCESS)
+
     def get_broker_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         config = self.broker.config
         lines: list[str] = []
@@ -410,7 +451,9 @@ class AdminBrokerProcessor:
                 value = getattr(obj, item.name)
                 if dataclasses.is_dataclass(value):
                     continue
-                if hasattr(value, "value") and not isinstance(value, int | str):
+                if isinstance(value, bool):
+                    value = "true" if value else "false"  # as Java prints them
+                elif hasattr(value, "value") and not isinstance(value, int | str):
                     value = value.value
                 lines.append(f"{prefix}{_camel(item.name)}={'' if value is None else value}")
 
@@ -423,3 +466,18 @@ class AdminBrokerProcessor:
 
 
 __all__ = ["MAX_QUEUE_NUMS", "AdminBrokerProcessor"]
+
+
+#: Settings used only while the broker starts (or baked into files): UPDATE_BROKER_CONFIG refuses them.
+_FIXED_AT_START: Final = frozenset({
+    "broker_name", "cluster", "broker_id", "broker_ip", "listen_host", "listen_port", "namesrv_addr",
+    "message_delay_level", "acl_enable", "acl_file", "metrics_port", "metrics_host", "access_key", "secret_key",
+    "server_channel_max_idle_seconds", "store.store_root", "store.commit_log_segment_size",
+    "store.consume_queue_segment_units", "store.flush_disk_type", "store.broker_role", "store.max_hash_slot_num",
+    "store.max_index_num", "store.message_index_enable", "store.store_host", "store.message_delay_level",
+    "store.total_physical_memory",
+})
+
+
+def _fixed_at_start(name: str) -> bool:
+    return name in _FIXED_AT_START or name.startswith(("tls_", "store.tls_"))
