@@ -428,6 +428,23 @@ def group_delete(group: str, cluster: str | None, broker_addr: str | None, remov
         click.echo(f"deleted {group} on {', '.join(addrs)}")
 
 
+@group_group.command("clone-offsets")
+@click.argument("source_group")
+@click.argument("target_group")
+@click.option("-t", "--topic", default=None, help="Only this topic [default: every topic SOURCE_GROUP has offsets of].")
+@click.option("--offline", is_flag=True, help="Also topics the source group's online members do not subscribe to.")
+@_common_options
+def group_clone_offsets(source_group: str, target_group: str, topic: str | None, offline: bool, namesrv: str,
+                        json_output: bool, timeout: float) -> None:
+    """Make TARGET_GROUP start where SOURCE_GROUP is (mqadmin cloneGroupOffset)."""
+    with _session(namesrv, timeout) as session:
+        addrs = session.clone_group_offsets(source_group, target_group, topic=topic, offline=offline)
+    if json_output:
+        _print_json({"source": source_group, "target": target_group, "topic": topic, "brokers": addrs})
+    else:
+        click.echo(f"cloned the offsets of {source_group} to {target_group} on {', '.join(addrs) or 'no broker'}")
+
+
 # --------------------------------------------------------------------------- consumers
 
 

@@ -67,6 +67,7 @@ from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import ROCKETMQ_VERSION, RemotingCommand
 from rocketflow.remoting.errors import ProtocolError
 from rocketflow.remoting.headers import (
+    CloneGroupOffsetRequestHeader,
     CommandHeader,
     DeleteKVConfigRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
@@ -755,6 +756,25 @@ class Admin:
         header = DeleteSubscriptionGroupRequestHeader(group_name=group, remove_offset=remove_offset)
         for addr in addrs:
             await self._invoke(addr, RequestCode.DELETE_SUBSCRIPTIONGROUP, header)
+        return addrs
+
+    def clone_group_offsets(self, source_group: str, target_group: str, *, topic: str | None = None,
+                            offline: bool = False) -> list[str]:
+        """CLONE_GROUP_OFFSET on every broker that may hold ``source_group``'s offsets (``mqadmin
+        cloneGroupOffset``): ``target_group`` then starts where ``source_group`` is. Returns the brokers."""
+        _check_group(source_group)
+        _check_group(target_group)
+        if topic is not None:
+            _check_topic(topic)
+        return self._run(self._clone_group_offsets(source_group, target_group, topic, offline))
+
+    async def _clone_group_offsets(self, source_group: str, target_group: str, topic: str | None,
+                                   offline: bool) -> list[str]:
+        addrs = await self._group_brokers(source_group, topic)
+        header = CloneGroupOffsetRequestHeader(src_group=source_group, dest_group=target_group, topic=topic,
+                                               offline=offline)
+        for addr in addrs:
+            await self._invoke(addr, RequestCode.CLONE_GROUP_OFFSET, header)
         return addrs
 
     # ------------------------------------------------------------------ consumers

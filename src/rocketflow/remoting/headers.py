@@ -545,6 +545,16 @@ class GetConsumerStatusRequestHeader(CommandHeader):
 
 
 @dataclass(slots=True, kw_only=True)
+class CloneGroupOffsetRequestHeader(CommandHeader):
+    """CLONE_GROUP_OFFSET (314): copy ``src_group``'s offsets (of ``topic``, or of all its topics) to ``dest_group``."""
+
+    src_group: str
+    dest_group: str
+    topic: str | None = None
+    offline: bool = False
+
+
+@dataclass(slots=True, kw_only=True)
 class ResetOffsetRequestHeader(CommandHeader):
     """INVOKE_BROKER_TO_RESET_OFFSET (222) and RESET_CONSUMER_CLIENT_OFFSET (220)."""
 
@@ -781,6 +791,7 @@ REQUEST_HEADERS: Final[Mapping[int, type[CommandHeader]]] = {
     RequestCode.GET_CONSUMER_LIST_BY_GROUP: GetConsumerListByGroupRequestHeader,
     RequestCode.CHECK_TRANSACTION_STATE: CheckTransactionStateRequestHeader,
     RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT: ReplyMessageRequestHeader,
+    RequestCode.CLONE_GROUP_OFFSET: CloneGroupOffsetRequestHeader,
     RequestCode.NOTIFY_CONSUMER_IDS_CHANGED: NotifyConsumerIdsChangedRequestHeader,
     RequestCode.PUT_KV_CONFIG: PutKVConfigRequestHeader,
     RequestCode.GET_KV_CONFIG: GetKVConfigRequestHeader,
@@ -851,6 +862,7 @@ __all__ = [
     "AddWritePermOfBrokerRequestHeader",
     "AddWritePermOfBrokerResponseHeader",
     "CheckTransactionStateRequestHeader",
+    "CloneGroupOffsetRequestHeader",
     "CommandHeader",
     "ConsumeMessageDirectlyResultRequestHeader",
     "ConsumerSendMsgBackRequestHeader",

@@ -202,6 +202,18 @@ class ConsumerOffsetManager:
     def offsets_of(self, group: str, topic: str) -> dict[int, int]:
         return dict(self.table.get(self.key(topic, group), {}))
 
+    def topics_of(self, group: str) -> set[str]:
+        """Topics ``group`` has committed offsets of (whichTopicByConsumer)."""
+        suffix = "@" + group
+        return {key[:-len(suffix)] for key in self.table if key.endswith(suffix)}
+
+    def clone_offsets(self, source_group: str, target_group: str, topic: str) -> None:
+        """Give ``target_group`` the offsets ``source_group`` has on ``topic`` (cloneOffset)."""
+        with self._lock:
+            offsets = self.table.get(self.key(topic, source_group))
+            if offsets is not None:
+                self.table[self.key(topic, target_group)] = dict(offsets)
+
     def remove_group(self, group: str) -> None:
         with self._lock:
             self.table = {key: value for key, value in self.table.items() if not key.endswith("@" + group)}

@@ -39,6 +39,7 @@ from rocketflow.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.errors import BodyDecodeError
 from rocketflow.remoting.headers import (
+    CloneGroupOffsetRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
@@ -143,6 +144,7 @@ class AdminBrokerProcessor:
             RequestCode.GET_BROKER_RUNTIME_INFO: self.get_broker_runtime_info,
             RequestCode.GET_BROKER_CONFIG: self.get_broker_config,
             RequestCode.UPDATE_BROKER_CONFIG: self.update_broker_config,
+            RequestCode.CLONE_GROUP_OFFSET: self.clone_group_offset,
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
@@ -402,6 +404,34 @@ class AdminBrokerProcessor:
 
     def get_broker_runtime_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=KVTable(self.broker.runtime_info()).encode())
+
+    def clone_group_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """CLONE_GROUP_OFFSET (314): the destination group starts where the source group is.
+
+        Without a topic, every topic the source group has offsets of. Unless ``offline``, a topic the
+        source group's online members do not subscribe to is skipped (RocketMQ's rule).
+        """
+        header = CloneGroupOffsetRequestHeader.from_command(request)
+        check_names(group=header.src_group, group_field="srcGroup")
+        check_names(group=header.dest_group, group_field="destGroup")
+        if header.topic:
+            check_names(topic=header.topic)
+        broker = self.broker
+        topics = {header.topic} if header.topic else broker.offsets.topics_of(header.src_group)
+        group_info = broker.clients.get_consumer_group(header.src_group)
+        cloned = []
+        for topic in sorted(topics):
+            if broker.topics.select(topic) is None:
+                logger.warning("clone offsets of %s: topic %s does not exist here", header.src_group, topic)
+                continue
+            if not header.offline and group_info is not None and group_info.subscriptions \
+                    and topic not in group_info.subscriptions:
+                continue
+            broker.offsets.clone_offsets(header.src_group, header.dest_group, topic)
+            cloned.append(topic)
+        logger.info("cloned the offsets of %s to %s for %s (asked by %s)", header.src_group, header.dest_group,
+                    cloned, ctx.remote_address)
+        return request.make_response(ResponseCode.SUCCESS)
 
     def update_broker_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """UPDATE_BROKER_CONFIG (25): ``key=value`` lines (RocketMQ's names or ours) applied to the running broker.
