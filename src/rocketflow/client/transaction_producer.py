@@ -18,6 +18,7 @@ from __future__ import annotations
 import concurrent.futures
 import logging
 import threading
+import time
 from dataclasses import dataclass
 from enum import Enum
 from typing import Any, Final, Protocol
@@ -26,6 +27,7 @@ from rocketflow.client.api import SendResult, SendStatus
 from rocketflow.client.config import ClientConfig
 from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.producer import Producer
+from rocketflow.client.trace import TraceMessageType, TraceRecord, TraceType
 from rocketflow.protocol.ids import decode_offset_msg_id
 from rocketflow.protocol.message import Message, MessageConst, MessageExt
 from rocketflow.protocol.sysflag import MessageSysFlag
@@ -152,6 +154,9 @@ class TransactionProducer(Producer):
                 state = LocalTransactionState.UNKNOW
                 failure = exc
         remark = f"executeLocalTransactionBranch exception: {failure!r}" if failure is not None else None
+        broker_name = sent.message_queue.broker_name
+        self._trace_end(msg, transaction_id, state,
+                        self.instance.find_broker_address_in_publish(broker_name) or broker_name, from_check=False)
         try:
             self._end_transaction(sent, transaction_id, state, remark)
         except MQError as exc:
@@ -182,6 +187,18 @@ class TransactionProducer(Producer):
         request.remark = remark
         instance = self.instance
         instance.run(instance.api.invoke_oneway(addr, request), self.settings.send_msg_timeout)
+
+    def _trace_end(self, msg: Message, transaction_id: str | None, state: LocalTransactionState, where: str, *,
+                   from_check: bool) -> None:
+        """An EndTransaction trace record, when this producer traces (``enable_msg_trace``)."""
+        tracer = self._tracer
+        if tracer is None:
+            return
+        tracer.append(TraceRecord(
+            TraceType.END_TRANSACTION, timestamp=time.time_ns() // 1_000_000, region_id="DefaultRegion",
+            group=self.group, topic=msg.topic, msg_id=msg.uniq_key or "", tags=msg.tags or "", keys=msg.keys or "",
+            store_host=where, msg_type=TraceMessageType.TRANS_COMMIT, transaction_id=transaction_id or "",
+            transaction_state=state.value, from_transaction_check=from_check))
 
     # ------------------------------------------------------------------ check-backs (from the broker)
 
@@ -219,6 +236,7 @@ class TransactionProducer(Producer):
             logger.exception("producer %s: checking transaction %s raised; answering UNKNOW", self.group,
                              transaction_id)
             remark = f"checkLocalTransactionState Exception: {exc!r}"
+        self._trace_end(msg, transaction_id, state, broker_addr, from_check=True)
         end = EndTransactionRequestHeader(
             producer_group=self.group, tran_state_table_offset=header.tran_state_table_offset,
             commit_log_offset=header.commit_log_offset, commit_or_rollback=_WIRE_VALUE[state],

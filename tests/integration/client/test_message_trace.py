@@ -107,3 +107,29 @@ def test_a_missing_trace_topic_loses_traces_not_sends() -> None:
             assert tracer.sent == 0
     finally:
         strict.close()
+
+
+def test_a_traced_transaction_records_its_half_send_and_its_end(cluster: DevCluster) -> None:
+    from rocketflow import LocalTransactionState, TransactionProducer
+    from rocketflow.client.trace import TraceMessageType
+
+    class Commit:
+        def execute_local_transaction(self, msg: Message, arg: object) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT_MESSAGE
+
+        def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
+            return LocalTransactionState.COMMIT_MESSAGE
+
+    topic = f"TracedTx_{uuid.uuid4().hex[:8]}"
+    with TransactionProducer("traced_tx_pg", namesrv=cluster.namesrv_addr, listener=Commit(),
+                             enable_msg_trace=True) as producer:
+        create_topic(producer.instance, cluster.broker_addr, topic, 1)
+        sent = producer.send_message_in_transaction(Message(topic, b"tx", keys="order-9"))
+    with Admin(cluster.namesrv_addr) as admin:
+        records = admin.message_trace(sent.msg_id)
+    assert [record.type for record in records] == [TraceType.PUB, TraceType.END_TRANSACTION]
+    pub, end = records
+    assert pub.msg_type is TraceMessageType.TRANS_HALF and pub.topic == topic
+    assert (end.transaction_state, end.from_transaction_check, end.transaction_id) == (
+        "COMMIT_MESSAGE", False, sent.msg_id)
+    assert end.store_host == cluster.broker_addr and end.keys == "order-9"
