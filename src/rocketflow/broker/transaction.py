@@ -104,8 +104,6 @@ class TransactionalMessageService:
         self._resolved_at: dict[int, int] = {}
         self._op_next = -1
         self._task: asyncio.Task[None] | None = None
-        self.checks_sent = 0
-        self.discarded = 0
 
     # ------------------------------------------------------------------ topics
 
@@ -355,13 +353,8 @@ class TransactionalMessageService:
             logger.error("half message %s has bad properties (%s); discarding it", half.msg_id, exc)
             self._discard(half)
             return True
-        put = PutMessageRequest(
-            topic=TRANS_HALF_TOPIC, queue_id=HALF_QUEUE_ID, body=half.body, properties=properties,
-            properties_bytes=properties_bytes, flag=half.flag, sys_flag=half.sys_flag,
-            born_timestamp=half.born_timestamp, born_host=half.born_host, store_host=broker.store_host,
-            reconsume_times=half.reconsume_times, tags_code=compute_tags_code(properties.get(MessageConst.TAGS)),
-            keys=properties.get(MessageConst.KEYS),
-            uniq_key=properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), wait_store_msg_ok=False)
+        put = self._stored_again(half, TRANS_HALF_TOPIC, properties)
+        put.properties_bytes = properties_bytes
         result = broker.store.put_message(put)
         if not result.status.is_ok:
             logger.error("cannot put half message %s back for its check: %s %s", half.msg_id, result.status.value,
@@ -373,6 +366,15 @@ class TransactionalMessageService:
         copy, _ = decode_record(record, decompress=False)
         self._send_check(copy)
         return True
+
+    def _stored_again(self, half: MessageExt, topic: str, properties: dict[str, str]) -> PutMessageRequest:
+        """A put of ``half`` (its body, flags, born time and hosts) to queue 0 of ``topic`` with ``properties``."""
+        return PutMessageRequest(
+            topic=topic, queue_id=HALF_QUEUE_ID, body=half.body, properties=properties, flag=half.flag,
+            sys_flag=half.sys_flag, born_timestamp=half.born_timestamp, born_host=half.born_host,
+            store_host=self.broker.store_host, reconsume_times=half.reconsume_times,
+            tags_code=compute_tags_code(properties.get(MessageConst.TAGS)), keys=properties.get(MessageConst.KEYS),
+            uniq_key=properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), wait_store_msg_ok=False)
 
     def _send_check(self, half: MessageExt) -> None:
         group = half.properties.get(MessageConst.PRODUCER_GROUP, "")
@@ -401,21 +403,13 @@ class TransactionalMessageService:
         except Exception:
             logger.exception("cannot send the check of transaction %s to %s", uniq, channel.remote_address)
             return
-        self.checks_sent += 1
 
     def _discard(self, half: MessageExt) -> None:
         """Move a half message checked too often (or too old) to TRANS_CHECK_MAX_TIME_TOPIC."""
         broker = self.broker
         topic_config = self._system_topic(TRANS_CHECK_MAX_TIME_TOPIC)
         broker.topics.add_if_absent(topic_config)
-        properties = dict(half.properties)
-        put = PutMessageRequest(
-            topic=TRANS_CHECK_MAX_TIME_TOPIC, queue_id=0, body=half.body, properties=properties,
-            flag=half.flag, sys_flag=half.sys_flag, born_timestamp=half.born_timestamp, born_host=half.born_host,
-            store_host=broker.store_host, reconsume_times=half.reconsume_times,
-            tags_code=compute_tags_code(properties.get(MessageConst.TAGS)), keys=properties.get(MessageConst.KEYS),
-            uniq_key=properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), wait_store_msg_ok=False)
-        result = broker.store.put_message(put)
+        result = broker.store.put_message(self._stored_again(half, TRANS_CHECK_MAX_TIME_TOPIC, dict(half.properties)))
         if not result.status.is_ok:
             logger.error("cannot move half message %s to %s; dropping it", half.msg_id, TRANS_CHECK_MAX_TIME_TOPIC)
         else:
@@ -423,7 +417,6 @@ class TransactionalMessageService:
                            "moved to %s", half.msg_id, half.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
                            half.properties.get(MessageConst.PRODUCER_GROUP),
                            half.properties.get(MessageConst.TRANSACTION_CHECK_TIMES, "0"), TRANS_CHECK_MAX_TIME_TOPIC)
-        self.discarded += 1
 
 
 def _mismatch(half: MessageExt, header: EndTransactionRequestHeader) -> str:

@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from rocketflow.broker.config import BrokerConfigError, config_overrides_from_properties
-from rocketflow.broker.processors.common import check_names, error, guarded
+from rocketflow.broker.processors.common import check_names, error
 from rocketflow.net import RemotingError, RequestContext, not_supported_remark
 from rocketflow.protocol.bodies import (
     Connection,
@@ -155,7 +155,7 @@ class AdminBrokerProcessor:
         handler = self.handlers.get(request.code)
         if handler is None:
             return error(request, ResponseCode.REQUEST_CODE_NOT_SUPPORTED, not_supported_remark(request.code))
-        return guarded(handler)(ctx, request)
+        return handler(ctx, request)
 
     # ------------------------------------------------------------------ locks
 

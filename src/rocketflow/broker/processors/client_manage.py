@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from rocketflow.broker.client_manager import ClientChannelInfo
-from rocketflow.broker.processors.common import error, guarded
+from rocketflow.broker.processors.common import error
 from rocketflow.broker.processors.pull import is_tag_type
 from rocketflow.filter import FilterSyntaxError
 from rocketflow.net import RemotingServer, RequestContext
@@ -27,9 +27,9 @@ class ClientManageProcessor:
         self.broker = broker
 
     def register_to(self, server: RemotingServer) -> None:
-        server.register(RequestCode.HEART_BEAT, guarded(self.heart_beat))
-        server.register(RequestCode.UNREGISTER_CLIENT, guarded(self.unregister_client))
-        server.register(RequestCode.CHECK_CLIENT_CONFIG, guarded(self.check_client_config))
+        server.register(RequestCode.HEART_BEAT, self.heart_beat)
+        server.register(RequestCode.UNREGISTER_CLIENT, self.unregister_client)
+        server.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
 
     def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         heartbeat = HeartbeatData.decode(request.body)

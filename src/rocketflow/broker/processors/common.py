@@ -2,18 +2,11 @@
 
 from __future__ import annotations
 
-import inspect
-import logging
-from collections.abc import Awaitable
 from typing import Final
 
-from rocketflow.net import Processor, RequestContext
-from rocketflow.net.connection import bad_input_response
 from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
 from rocketflow.remoting.command import RemotingCommand
-from rocketflow.remoting.errors import HeaderFieldError, ProtocolError
-
-logger = logging.getLogger("rocketflow.broker")
+from rocketflow.remoting.errors import HeaderFieldError
 
 #: RocketMQ's FAQ pointer, appended to some remarks as the Java broker does.
 FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
@@ -22,37 +15,6 @@ FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further deta
 def error(request: RemotingCommand, code: int, remark: str) -> RemotingCommand:
     """A response with ``code`` and ``remark`` (no header fields)."""
     return request.make_response(code, remark=remark)
-
-
-def bad_input(request: RemotingCommand, exc: ProtocolError) -> RemotingCommand:
-    """SYSTEM_ERROR naming what is wrong with the request's header or body."""
-    return bad_input_response(request, exc)
-
-
-def guarded(processor: Processor) -> Processor:
-    """Wrap a processor so malformed headers/bodies (`ProtocolError`) get a clear SYSTEM_ERROR."""
-
-    def run(ctx: RequestContext,
-            request: RemotingCommand) -> Awaitable[RemotingCommand | None] | RemotingCommand | None:
-        try:
-            result = processor(ctx, request)
-        except ProtocolError as exc:
-            logger.info("rejecting %s from %s: %s", request.describe(), ctx.remote_address, exc)
-            return bad_input(request, exc)
-        if inspect.isawaitable(result):
-            return _guard_awaitable(result, request, ctx)
-        return result
-
-    return run
-
-
-async def _guard_awaitable(awaitable: Awaitable[RemotingCommand | None], request: RemotingCommand,
-                           ctx: RequestContext) -> RemotingCommand | None:
-    try:
-        return await awaitable
-    except ProtocolError as exc:
-        logger.info("rejecting %s from %s: %s", request.describe(), ctx.remote_address, exc)
-        return bad_input(request, exc)
 
 
 def check_names(*, topic: str | None = None, group: str | None = None, queue_id: int | None = None,
@@ -86,4 +48,4 @@ def parse_host(address: str) -> tuple[str, int]:
     return (host, int(port))
 
 
-__all__ = ["FAQ_SUFFIX", "bad_input", "check_names", "error", "guarded", "parse_host"]
+__all__ = ["FAQ_SUFFIX", "check_names", "error", "parse_host"]

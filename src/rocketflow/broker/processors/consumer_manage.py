@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rocketflow.broker.processors.common import check_names, error, guarded
+from rocketflow.broker.processors.common import check_names, error
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.bodies import ConsumerListBody
 from rocketflow.remoting.codes import RequestCode, ResponseCode
@@ -28,9 +28,9 @@ class ConsumerManageProcessor:
         self.broker = broker
 
     def register_to(self, server: RemotingServer) -> None:
-        server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, guarded(self.get_consumer_list))
-        server.register(RequestCode.QUERY_CONSUMER_OFFSET, guarded(self.query_consumer_offset))
-        server.register(RequestCode.UPDATE_CONSUMER_OFFSET, guarded(self.update_consumer_offset))
+        server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list)
+        server.register(RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset)
+        server.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset)
 
     def get_consumer_list(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumerListByGroupRequestHeader.from_command(request)

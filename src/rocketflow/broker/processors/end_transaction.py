@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Final
 
-from rocketflow.broker.processors.common import check_names, error, guarded
+from rocketflow.broker.processors.common import check_names, error
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.remoting.codes import RequestCode, ResponseCode
@@ -34,7 +34,7 @@ class EndTransactionProcessor:
         self.broker = broker
 
     def register_to(self, server: RemotingServer) -> None:
-        server.register(RequestCode.END_TRANSACTION, guarded(self.process))
+        server.register(RequestCode.END_TRANSACTION, self.process)
 
     def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         header = EndTransactionRequestHeader.from_command(request)

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Final
 
 from rocketflow.broker.message_filter import FilterCompiler
-from rocketflow.broker.processors.common import FAQ_SUFFIX, check_names, error, guarded
+from rocketflow.broker.processors.common import FAQ_SUFFIX, check_names, error
 from rocketflow.filter import FilterSyntaxError
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.bodies import MessageModel, SubscriptionData
@@ -60,7 +60,7 @@ class PullMessageProcessor:
         self.filters = FilterCompiler()
 
     def register_to(self, server: RemotingServer) -> None:
-        server.register(RequestCode.PULL_MESSAGE, guarded(self.process_request))
+        server.register(RequestCode.PULL_MESSAGE, self.process_request)
 
     def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         return self.process(ctx, request, allow_suspend=True)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from rocketflow.broker.processors.common import error, guarded
+from rocketflow.broker.processors.common import error
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
@@ -21,8 +21,8 @@ class QueryMessageProcessor:
         self.broker = broker
 
     def register_to(self, server: RemotingServer) -> None:
-        server.register(RequestCode.QUERY_MESSAGE, guarded(self.query_message))
-        server.register(RequestCode.VIEW_MESSAGE_BY_ID, guarded(self.view_message_by_id))
+        server.register(RequestCode.QUERY_MESSAGE, self.query_message)
+        server.register(RequestCode.VIEW_MESSAGE_BY_ID, self.view_message_by_id)
 
     def query_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = QueryMessageRequestHeader.from_command(request)

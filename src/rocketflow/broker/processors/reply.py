@@ -12,7 +12,7 @@ import logging
 import time
 from typing import TYPE_CHECKING
 
-from rocketflow.broker.processors.common import error, guarded, parse_host
+from rocketflow.broker.processors.common import error, parse_host
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.message import MessageConst
 from rocketflow.protocol.properties import InvalidPropertyError, decode_properties, encode_properties
@@ -33,11 +33,10 @@ class ReplyMessageProcessor:
 
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
-        self.pushed = 0
 
     def register_to(self, server: RemotingServer) -> None:
         for code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
-            server.register(code, guarded(self.process))
+            server.register(code, self.process)
 
     async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         broker = self.broker
@@ -108,7 +107,6 @@ class ReplyMessageProcessor:
         if response.code != ResponseCode.SUCCESS:
             logger.warning("pushing a reply to %s: %s", requester, response.remark)
             return False, f"push reply message to {requester} fail."
-        self.pushed += 1
         return True, ""
 
 

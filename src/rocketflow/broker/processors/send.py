@@ -15,7 +15,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
-from rocketflow.broker.processors.common import FAQ_SUFFIX, check_names, error, guarded, parse_host
+from rocketflow.broker.processors.common import FAQ_SUFFIX, check_names, error, parse_host
 from rocketflow.broker.transaction import HALF_QUEUE_ID, half_message_properties, without_transaction_type
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.bodies import SubscriptionGroupConfig, TopicConfig, TopicFilterType
@@ -110,8 +110,8 @@ class SendMessageProcessor:
 
     def register_to(self, server: RemotingServer) -> None:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
-            server.register(code, guarded(self.process_send))
-        server.register(RequestCode.CONSUMER_SEND_MSG_BACK, guarded(self.process_send_back))
+            server.register(code, self.process_send)
+        server.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.process_send_back)
 
     # ------------------------------------------------------------------ checks
 
