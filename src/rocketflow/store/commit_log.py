@@ -220,11 +220,14 @@ class DispatchBatch:
     """Consume-queue units and index keys of a batch of stored records, grouped for cheap dispatch.
 
     ``runs`` maps (topic, queue id) to ``[first queue offset, flat [phys, size, tags code, ...]]``
-    with consecutive queue offsets; ``index_items`` holds ``(b"topic#key", phys, store timestamp)``.
+    with consecutive queue offsets; ``index_keys`` (``b"topic#key"``), ``index_offsets`` (phys) and
+    ``index_timestamps`` (store time) are the index entries, in parallel lists.
     """
 
     runs: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
-    index_items: list[tuple[bytes, int, int]] = field(default_factory=list)
+    index_keys: list[bytes] = field(default_factory=list)
+    index_offsets: list[int] = field(default_factory=list)
+    index_timestamps: list[int] = field(default_factory=list)
     store_timestamp: int = 0
     end_offset: int = 0
 
@@ -245,23 +248,24 @@ class DispatchBatch:
                 if run is None:
                     batch.runs[key] = run = [request.queue_offset, []]
                 run[1].extend((request.commit_log_offset, request.size, request.tags_code))
-            add_index_keys(batch.index_items, request.topic, request.keys, request.uniq_key,
-                           request.commit_log_offset, request.store_timestamp)
+            add_index_keys(batch, request.topic, request.keys, request.uniq_key, request.commit_log_offset,
+                           request.store_timestamp)
             batch.store_timestamp = request.store_timestamp
             batch.end_offset = request.commit_log_offset + request.size
         batches.append(batch)
         return batches
 
 
-def add_index_keys(items: list[tuple[bytes, int, int]], topic: str, keys: str | None, uniq_key: str | None,
+def add_index_keys(batch: DispatchBatch, topic: str, keys: str | None, uniq_key: str | None,
                    phys: int, store_timestamp: int) -> None:
     """Append the index entries of one record: `topic#UNIQ_KEY` and `topic#word` per KEYS word."""
-    if uniq_key:
-        items.append((f"{topic}#{uniq_key}".encode("utf-8", "replace"), phys, store_timestamp))
+    words = [uniq_key] if uniq_key else []
     if keys:
-        for word in keys.split(MessageConst.KEY_SEPARATOR):
-            if word:
-                items.append((f"{topic}#{word}".encode("utf-8", "replace"), phys, store_timestamp))
+        words.extend(word for word in keys.split(MessageConst.KEY_SEPARATOR) if word)
+    for word in words:
+        batch.index_keys.append(f"{topic}#{word}".encode("utf-8", "replace"))
+        batch.index_offsets.append(phys)
+        batch.index_timestamps.append(store_timestamp)
 
 
 @dataclass(slots=True)
@@ -390,8 +394,10 @@ class CommitLog:
         add = parts.append
         batch = DispatchBatch(store_timestamp=now)
         runs = batch.runs
-        index_items = batch.index_items
-        add_index = index_items.append
+        indexing = self.config.message_index_enable
+        index_keys = batch.index_keys
+        add_index = index_keys.append
+        add_index_offset = batch.index_offsets.append
         offsets: list[int] = []
         add_offset = offsets.append
         queue_offsets: list[int] = []
@@ -532,20 +538,24 @@ class CommitLog:
                 total += size
                 add_offset(phys)
                 add_queue_offset(stored_queue_offset)
-                uniq = request.uniq_key
-                keys = request.keys
-                if uniq is None:
-                    uniq = request.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                if keys is None:
-                    keys = request.properties.get(MessageConst.KEYS)
-                if uniq:
-                    add_index(((index_prefix + uniq).encode("utf-8", "replace"), phys, now))
-                if keys:
-                    for word in keys.split(separator):
-                        if word:
-                            add_index(((index_prefix + word).encode("utf-8", "replace"), phys, now))
+                if indexing:
+                    uniq = request.uniq_key
+                    keys = request.keys
+                    if uniq is None:
+                        uniq = request.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                    if keys is None:
+                        keys = request.properties.get(MessageConst.KEYS)
+                    if uniq:
+                        add_index((index_prefix + uniq).encode("utf-8", "replace"))
+                        add_index_offset(phys)
+                    if keys:
+                        for word in keys.split(separator):
+                            if word:
+                                add_index((index_prefix + word).encode("utf-8", "replace"))
+                                add_index_offset(phys)
             if in_queue:
                 table[key] = queue_offset
+            batch.index_timestamps = [now] * len(index_keys)
             chunks.append((mapped, parts, False))
             _reserve_chunks(chunks)
         except BaseException:
@@ -633,8 +643,11 @@ class CommitLog:
         add_offset = offsets.append
         units: list[int] = []
         add_units = units.extend
-        index_items: list[tuple[bytes, int, int]] = []
-        add_index = index_items.append
+        indexing = self.config.message_index_enable
+        index_keys: list[bytes] = []
+        add_index = index_keys.append
+        index_offsets: list[int] = []
+        add_index_offset = index_offsets.append
         index_prefix = topic + "#"
         separator = MessageConst.KEY_SEPARATOR
         total = 0
@@ -686,12 +699,15 @@ class CommitLog:
                             tags = deliver_at
                     add_units((phys, size, tags))
                     queue_offset += 1
-                if uniq:
-                    add_index(((index_prefix + uniq).encode("utf-8", "replace"), phys, now))
-                if keys:
-                    for word in keys.split(separator):
-                        if word:
-                            add_index(((index_prefix + word).encode("utf-8", "replace"), phys, now))
+                if indexing:
+                    if uniq:
+                        add_index((index_prefix + uniq).encode("utf-8", "replace"))
+                        add_index_offset(phys)
+                    if keys:
+                        for word in keys.split(separator):
+                            if word:
+                                add_index((index_prefix + word).encode("utf-8", "replace"))
+                                add_index_offset(phys)
             chunks.append((mapped, parts, False))
             _reserve_chunks(chunks)
         except BaseException:
@@ -709,7 +725,8 @@ class CommitLog:
             queue_offsets = [0] * count
         end_offset = base + pos
         dispatch = DispatchBatch(runs={key: [first_queue_offset, units]} if in_queue else {},
-                                 index_items=index_items, store_timestamp=now, end_offset=end_offset)
+                                 index_keys=index_keys, index_offsets=index_offsets,
+                                 index_timestamps=[now] * len(index_keys), store_timestamp=now, end_offset=end_offset)
         result = AppendResult(
             status=PutMessageStatus.PUT_OK,
             wrote_offset=first_offset,

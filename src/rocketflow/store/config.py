@@ -95,6 +95,9 @@ class StoreConfig:
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
     message_index_enable: bool = True
+    #: index keys are written to the index files in runs of this many (or sooner: on a query, a flush
+    #: every `flush_interval_consume_queue_ms`, shutdown); RocketMQ indexes behind the commit log too
+    index_build_batch: int = 4096
     #: per-pull transfer caps (`maxTransferBytesOnMessageInMemory` etc.)
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32
@@ -126,6 +129,8 @@ class StoreConfig:
             raise ValueError(f"consume_queue_segment_units must be >= 1: {self.consume_queue_segment_units}")
         if self.max_hash_slot_num < 1 or self.max_index_num < 2:
             raise ValueError("index sizes must be positive (max_index_num >= 2)")
+        if self.index_build_batch < 1:
+            raise ValueError(f"index_build_batch must be >= 1: {self.index_build_batch}")
         parse_message_delay_level(self.message_delay_level)
 
     # -- derived paths --------------------------------------------------------------------

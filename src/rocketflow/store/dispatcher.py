@@ -55,8 +55,8 @@ class Dispatcher:
             queue = self.consume_queues.find_or_create(topic, queue_id)
             count = len(values) // 3
             queue.put_units(first_offset, _units_struct(count).pack(*values), count, values[-3] + values[-2])
-        if self.index is not None and batch.index_items:
-            self.index.build(batch.index_items)
+        if self.index is not None and batch.index_keys:
+            self.index.build(batch.index_keys, batch.index_offsets, batch.index_timestamps)
         if batch.end_offset > self.dispatched_offset:
             self.dispatched_offset = batch.end_offset
         listeners = self.listeners

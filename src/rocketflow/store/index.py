@@ -18,9 +18,11 @@ import struct
 import threading
 import time
 import zlib
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
+
+import numpy as np
 
 from rocketflow.store.errors import StoreCorruptError
 from rocketflow.store.mapped_file import RESERVE_AHEAD_BYTES, drop_empty_last_files, reserve_disk_space
@@ -33,19 +35,9 @@ SLOT = struct.Struct(">i")
 ENTRY = struct.Struct(">iqii")
 ENTRY_SIZE = 20
 _INT_MAX = 0x7FFFFFFF
-
-
-_ENTRY_STRUCTS: dict[int, struct.Struct] = {}
-
-
-def _entries_struct(count: int) -> struct.Struct:
-    """A struct packing `count` consecutive entries at once (cached for batch-sized counts)."""
-    packer = _ENTRY_STRUCTS.get(count)
-    if packer is None:
-        packer = struct.Struct(">" + "iqii" * count)
-        if count <= 1024:
-            _ENTRY_STRUCTS[count] = packer
-    return packer
+_SLOT_DTYPE = np.dtype(">i4")
+_ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("seconds", ">i4"), ("previous", ">i4")])
+assert _ENTRY_DTYPE.itemsize == ENTRY_SIZE
 
 
 def index_key_hash(key: bytes) -> int:
@@ -110,59 +102,65 @@ class IndexFile:
     def entry_count(self) -> int:
         return self.index_count - 1
 
-    def put_keys(self, items: list[tuple[bytes, int, int]]) -> int:
-        """Insert (key, phys offset, store timestamp) items in order; returns how many fit."""
-        mm = self.mm
-        slot_num = self.slot_num
+    def put_keys(self, keys: Sequence[bytes], offsets: Sequence[int], timestamps: Sequence[int]) -> int:
+        """Insert parallel (key, phys offset, store timestamp) items in order; returns how many fit.
+
+        Vectorized: hashes, slot reads and writes and the entries are numpy operations over the whole
+        run, so it pays off for the hundreds or thousands of keys the service hands over at once.
+        """
         index_count = self.index_count
-        room = self.index_num - index_count
-        if room <= 0:
+        count = min(len(keys), self.index_num - index_count)
+        if count <= 0:
             return 0
-        if len(items) > room:
-            items = items[:room]
-        needed = self.entries_start + (index_count + len(items)) * ENTRY_SIZE
-        if needed > self._reserved_position:
-            self._reserve(needed)
-        if index_count <= 1 and items:
-            self.begin_phy_offset = items[0][1]
-            self.begin_timestamp = items[0][2]
+        entries_at = self.entries_start + index_count * ENTRY_SIZE
+        entries_end = entries_at + count * ENTRY_SIZE
+        if entries_end > self._reserved_position:
+            self._reserve(entries_end)
+        if index_count <= 1:
+            self.begin_phy_offset = offsets[0]
+            self.begin_timestamp = timestamps[0]
+        hashes = np.fromiter(map(zlib.crc32, keys[:count]), dtype=np.int64, count=count) & _INT_MAX
+        slot_of = hashes % self.slot_num
+        numbers = np.arange(index_count, index_count + count, dtype=np.int64)
+        slots = np.frombuffer(self.mm, dtype=_SLOT_DTYPE, count=self.slot_num, offset=HEADER_SIZE)
+        try:
+            previous = slots[slot_of].astype(np.int64)
+            empty = (previous <= 0) | (previous > index_count)  # never set, or stale past the count
+            previous[empty] = 0
+            order = np.argsort(slot_of, kind="stable")
+            sorted_slots = slot_of[order]
+            repeated = sorted_slots[1:] == sorted_slots[:-1]
+            if repeated.any():
+                # a key whose slot an earlier key of this run took chains to that key's entry
+                previous[order[1:][repeated]] = numbers[order[:-1][repeated]]
+                first_of_slot = np.ones(count, dtype=bool)
+                first_of_slot[1:] = ~repeated
+                used = int(np.count_nonzero(empty[order][first_of_slot]))
+                last_of_slot = np.ones(count, dtype=bool)
+                last_of_slot[:-1] = ~repeated
+                slots[sorted_slots[last_of_slot]] = numbers[order][last_of_slot]
+            else:
+                used = int(np.count_nonzero(empty))
+                slots[slot_of] = numbers
+        finally:
+            del slots  # the mapping cannot be closed while a view of it lives
+        entries = np.empty(count, dtype=_ENTRY_DTYPE)
+        entries["hash"] = hashes
+        entries["phys"] = offsets[:count]
         begin_ts = self.begin_timestamp
-        unpack_slot = SLOT.unpack_from
-        pack_slot = SLOT.pack_into
-        crc32 = zlib.crc32
-        values: list[int] = []
-        add = values.append
-        used = 0
-        last_ts = -1
-        time_diff = 0
-        for key, phys, store_ts in items:
-            key_hash = crc32(key) & _INT_MAX
-            slot_pos = HEADER_SIZE + (key_hash % slot_num) * 4
-            prev = unpack_slot(mm, slot_pos)[0]
-            if prev <= 0 or prev > index_count:
-                prev = 0
-                used += 1
-            if store_ts != last_ts:  # a batch's items share one store time
-                last_ts = store_ts
-                time_diff = (store_ts - begin_ts) // 1000 if begin_ts > 0 else 0
-                if time_diff < 0:
-                    time_diff = 0
-                elif time_diff > _INT_MAX:
-                    time_diff = _INT_MAX
-            add(key_hash)
-            add(phys)
-            add(time_diff)
-            add(prev)
-            pack_slot(mm, slot_pos, index_count)
-            index_count += 1
-        _entries_struct(len(items)).pack_into(mm, self.entries_start + self.index_count * ENTRY_SIZE, *values)
-        last = items[-1]
-        self.end_phy_offset = last[1]
-        self.end_timestamp = last[2]
+        if begin_ts > 0:
+            entries["seconds"] = np.clip((np.asarray(timestamps[:count], dtype=np.int64) - begin_ts) // 1000,
+                                         0, _INT_MAX)
+        else:
+            entries["seconds"] = 0
+        entries["previous"] = previous
+        self.mm[entries_at:entries_end] = entries.tobytes()
+        self.end_phy_offset = offsets[count - 1]
+        self.end_timestamp = timestamps[count - 1]
         self.hash_slot_count += used
-        self.index_count = index_count
+        self.index_count = index_count + count
         self._write_header()
-        return len(items)
+        return count
 
     def _reserve(self, end_position: int) -> None:
         """Allocate disk blocks up to `end_position` (a step beyond); raises OSError (ENOSPC) before any write."""
@@ -220,15 +218,21 @@ class IndexFile:
 class IndexService:
     """The index files of a store: builds entries for dispatched messages and answers key queries."""
 
-    def __init__(self, directory: Path, slot_num: int, index_num: int) -> None:
+    def __init__(self, directory: Path, slot_num: int, index_num: int, build_batch: int = 4096) -> None:
         self.directory = directory
         self.slot_num = slot_num
         self.index_num = index_num
+        #: keys handed over are written to the files once this many wait (or on a query, flush or close)
+        self.build_batch = max(1, build_batch)
         self.files: list[IndexFile] = []
         self.lock = threading.Lock()
         self._last_name_ms = 0
         #: records starting at or below this commit-log offset are indexed already (`build` skips them)
         self._indexed_end = -1
+        # keys handed over but not yet written, in commit-log order (parallel lists)
+        self._pending_keys: list[bytes] = []
+        self._pending_offsets: list[int] = []
+        self._pending_timestamps: list[int] = []
 
     def load(self) -> None:
         if not self.directory.is_dir():
@@ -273,27 +277,63 @@ class IndexService:
         self.files = [*self.files, index_file]
         return index_file
 
-    def build(self, items: list[tuple[bytes, int, int]]) -> None:
-        """Index (key, phys offset, store timestamp) items; records already indexed are skipped."""
-        if not items:
+    def build(self, keys: Sequence[bytes], offsets: Sequence[int], timestamps: Sequence[int]) -> None:
+        """Index parallel (key, phys offset, store timestamp) items; records already handed over are skipped.
+
+        Like RocketMQ's dispatcher, which indexes behind the commit log, the keys are written in runs of
+        `build_batch`: a query, `flush` or `close` writes whatever waits first, so every key handed
+        over is found; a crash loses only keys that recovery re-dispatches (they lie past the checkpoint).
+        """
+        if not keys:
             return
         with self.lock:
-            indexed_end = self._indexed_end
-            if items[0][1] <= indexed_end:
-                items = [item for item in items if item[1] > indexed_end]
-                if not items:
+            pending_offsets = self._pending_offsets
+            handed_over = pending_offsets[-1] if pending_offsets else self._indexed_end
+            if offsets[0] <= handed_over:
+                kept = [i for i, offset in enumerate(offsets) if offset > handed_over]
+                if not kept:
                     return
-            while items:
+                keys = [keys[i] for i in kept]
+                offsets = [offsets[i] for i in kept]
+                timestamps = [timestamps[i] for i in kept]
+            self._pending_keys.extend(keys)
+            pending_offsets.extend(offsets)
+            self._pending_timestamps.extend(timestamps)
+            if len(pending_offsets) >= self.build_batch:
+                self._write_pending()
+
+    def drain(self) -> None:
+        """Write every key handed over to the index files now. Raises OSError (disk full) and keeps them."""
+        with self.lock:
+            self._write_pending()
+
+    @property
+    def pending_count(self) -> int:
+        """Keys handed over and not yet written to the files."""
+        return len(self._pending_offsets)
+
+    def _write_pending(self) -> None:
+        keys, offsets, timestamps = self._pending_keys, self._pending_offsets, self._pending_timestamps
+        done = 0
+        try:
+            while done < len(keys):
                 last = self.files[-1] if self.files else None
                 if last is None or last.is_full:
                     last = self._new_file()
-                done = last.put_keys(items)
-                if done:
-                    self._indexed_end = items[done - 1][1]
-                items = items[done:]
+                written = last.put_keys(keys[done:], offsets[done:], timestamps[done:])
+                done += written
+                self._indexed_end = offsets[done - 1] if done else self._indexed_end
+        finally:
+            if done:
+                del keys[:done], offsets[:done], timestamps[:done]
 
     def query(self, keys: Iterable[bytes], max_num: int, begin: int, end: int) -> list[int]:
         """Phys offsets of entries for any of `keys` stored within [begin, end], newest files first."""
+        if self._pending_offsets:
+            try:
+                self.drain()
+            except OSError as exc:  # answer from what is written; the keys stay pending for the next try
+                log.error("cannot write pending index keys: %s", exc)
         out: list[int] = []
         for index_file in reversed(self.files):
             if len(out) >= max_num:
@@ -317,11 +357,17 @@ class IndexService:
         return len(doomed)
 
     def flush(self) -> None:
+        """Write the pending keys, then fsync the files that changed."""
+        self.drain()
         for index_file in self.files:
             index_file.flush()
 
     def close(self) -> None:
         with self.lock:
+            try:
+                self._write_pending()
+            except OSError as exc:  # only after a failed flush, which keeps the abort marker: recovery re-indexes
+                log.error("cannot write pending index keys at close: %s", exc)
             for index_file in self.files:
                 index_file.close()
 
@@ -329,5 +375,8 @@ class IndexService:
         with self.lock:
             files, self.files = self.files, []
             self._indexed_end = -1
+            self._pending_keys.clear()
+            self._pending_offsets.clear()
+            self._pending_timestamps.clear()
         for index_file in files:
             index_file.destroy()

@@ -176,7 +176,8 @@ class MessageStore:
         self._clock_ms = clock_ms
         self.commit_log = CommitLog(config)
         self.consume_queues = ConsumeQueueTable(config.consume_queue_dir, config.consume_queue_segment_units)
-        self.index = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num)
+        self.index = IndexService(config.index_dir, config.max_hash_slot_num, config.max_index_num,
+                                  config.index_build_batch)
         self.dispatcher = Dispatcher(self.consume_queues, self.index if config.message_index_enable else None)
         self.flush_stats = FlushStats()
         self.checkpoint = Checkpoint()

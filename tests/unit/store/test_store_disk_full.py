@@ -117,12 +117,14 @@ def test_consume_queue_disk_full_holds_puts_until_dispatch_succeeds(make_store: 
         assert read_queue(reopened, "Full") == bodies
 
 
+@pytest.mark.parametrize("build_batch", [1, 4096])
 def test_index_disk_full_is_a_put_failure_not_a_crash(make_store: Callable[..., MessageStore],
-                                                      disk: FakeFullDisk) -> None:
-    store = make_store()
+                                                      disk: FakeFullDisk, build_batch: int) -> None:
+    # keys wait for the index in runs of `build_batch`: a put fails once a run cannot be written
+    store = make_store(index_build_batch=build_batch)
     disk.full = True
     disk.where = "/store/index/"
-    acked, status, _error = put_until_refused(store, "i")
+    acked, status, _error = put_until_refused(store, "i", limit=3 * build_batch + 500)
     assert status is PutMessageStatus.SERVICE_NOT_AVAILABLE
     disk.full = False
     assert store.put_message(request("Full", 0, b"after", KEYS="after")).status.is_ok

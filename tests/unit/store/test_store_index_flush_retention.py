@@ -17,11 +17,14 @@ FOREVER = 2**62
 
 
 def test_query_by_key_and_uniq_key_across_index_files(make_store: Callable[..., MessageStore]) -> None:
-    store = make_store()  # 64 entries per index file: several files
+    # 64 entries per index file: several files; no periodic flush, which would write pending keys too
+    store = make_store(flush_interval_consume_queue_ms=600_000)
     for i in range(100):
         store.put_message(request(queue_id=i % 4, body=str(i).encode(), KEYS=f"order{i % 10} all", UNIQ_KEY=f"U{i}"))
-    assert len(store.index.files) > 2
+    assert store.index.pending_count == 300  # keys wait for a run of index_build_batch ...
     one = store.query_message("T", "U42", 32, 0, FOREVER)
+    assert store.index.pending_count == 0  # ... or a query, which writes them first
+    assert len(store.index.files) > 2
     assert [decode_record(b)[0].body for b in one.buffers] == [b"42"]
     assert one.index_last_update_phy_offset == store.query_message("T", "x", 1, 0, FOREVER).index_last_update_phy_offset
     order3 = store.query_message("T", "order3", 32, 0, FOREVER)
