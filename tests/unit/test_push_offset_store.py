@@ -34,8 +34,7 @@ class FakeInstance:
         self.api = FakeApi()
         self.known = True
 
-    def find_broker_address_in_subscribe(self, name: str, broker_id: int = 0,
-                                         only: bool = False) -> FindBrokerResult | None:
+    def find_broker_address_in_admin(self, name: str) -> FindBrokerResult | None:
         return FindBrokerResult("addr", False) if self.known else None
 
     async def update_topic_route(self, topic: str) -> bool:

@@ -51,7 +51,7 @@ class BrokerConfig:
     broker_name: str = "broker-a"
     #: ``brokerClusterName``
     cluster: str = "DefaultCluster"
-    #: 0 = master (the only role implemented)
+    #: 0 = the master; a slave (``brokerRole=SLAVE``) has an id > 0 (masters are always 0, as in RocketMQ)
     broker_id: int = 0
     #: the address registered with the name servers and written into records (``brokerIP1``);
     #: None = the listen host, or 127.0.0.1 when listening on a wildcard address
@@ -94,6 +94,9 @@ class BrokerConfig:
     #: broker lock lifetime (``rocketmq.broker.rebalance.lockMaxLiveTime``)
     rebalance_lock_max_live_time_ms: int = 60_000
     slave_read_enable: bool = False
+    #: a slave copies the master's topics, consumer offsets, delay offsets and subscription groups this
+    #: often (RocketMQ's SlaveSynchronize, every 10 s)
+    slave_synchronize_interval_ms: int = 10_000
     cluster_topic_enable: bool = True
     broker_topic_enable: bool = True
     trace_topic_enable: bool = False
@@ -159,6 +162,14 @@ class BrokerConfig:
             raise BrokerConfigError(f"max_message_size must be positive, got {self.max_message_size}")
         if not self.broker_name or not self.cluster:
             raise BrokerConfigError("broker_name and cluster must not be empty")
+        if self.store.broker_role is BrokerRole.SLAVE:
+            if self.broker_id <= 0:
+                raise BrokerConfigError(f"a slave's broker_id (brokerId) must be > 0, got {self.broker_id}")
+        else:
+            self.broker_id = 0  # BrokerStartup's rule: a master is id 0 whatever the file says
+        if self.slave_synchronize_interval_ms <= 0:
+            raise BrokerConfigError(
+                f"slave_synchronize_interval_ms must be positive, got {self.slave_synchronize_interval_ms}")
         parse_delay_levels(self.message_delay_level)
         self.store.max_message_size = self.max_message_size
         self.store.message_delay_level = self.message_delay_level
@@ -258,6 +269,8 @@ _ALIASES: Final[Mapping[str, tuple[str, str]]] = {
     "flushConsumeQueueLeastPages": ("store", "flush_consume_queue_least_pages"),
     "flushConsumeQueueThoroughInterval": ("store", "flush_consume_queue_thorough_interval_ms"),
     "syncFlushTimeout": ("store", "sync_flush_timeout_ms"),
+    "haSendHeartbeatInterval": ("store", "ha_send_heartbeat_interval_ms"),
+    "haHousekeepingInterval": ("store", "ha_housekeeping_interval_ms"),
     "fileReservedTime": ("store", "file_reserved_time_hours"),
     "deleteWhen": ("store", "delete_when"),
     "diskMaxUsedSpaceRatio": ("store", "disk_max_used_space_ratio"),
@@ -287,7 +300,7 @@ _ALIASES: Final[Mapping[str, tuple[str, str]]] = {
 
 #: RocketMQ settings accepted and ignored (they have no meaning here), so stock files load.
 _IGNORED: Final = frozenset({
-    "brokerRole_", "haListenPort", "deleteWhen_", "storePathCommitLog", "storePathConsumeQueue",
+    "brokerRole_", "deleteWhen_", "storePathCommitLog", "storePathConsumeQueue",
     "storePathIndex", "storeCheckpoint", "abortFile", "sendMessageThreadPoolNums",
     "pullMessageThreadPoolNums", "brokerIP2", "transientStorePoolEnable",
     "fetchNamesrvAddrByAddressServer", "useEpollNativeSelector", "waitTimeMillsInSendQueue",

@@ -8,6 +8,7 @@ also where the store's dispatch listener wakes held long-polling pulls.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import time
 from collections import deque
@@ -31,16 +32,18 @@ from rocketflow.broker.processors.reply import ReplyMessageProcessor
 from rocketflow.broker.processors.send import SendMessageProcessor
 from rocketflow.broker.rebalance_lock_manager import RebalanceLockManager
 from rocketflow.broker.schedule_message_service import ScheduleMessageService
+from rocketflow.broker.slave_synchronize import SlaveSynchronize
 from rocketflow.broker.subscription_group_manager import SubscriptionGroupManager
 from rocketflow.broker.topic_config_manager import TopicConfigManager
 from rocketflow.broker.transaction import TransactionalMessageService
-from rocketflow.net import Channel, RemotingServer
+from rocketflow.net import Channel, RemotingClient, RemotingServer
 from rocketflow.protocol.bodies import TopicConfigSerializeWrapper
 from rocketflow.protocol.ids import pack_host
 from rocketflow.protocol.names import is_readable, is_writeable
 from rocketflow.remoting.command import ROCKETMQ_VERSION
-from rocketflow.store import MessageStore
+from rocketflow.store import AppendResult, BrokerRole, MessageStore, PutMessageStatus
 from rocketflow.store.config_file import ConsumerOffsetManager, DelayOffsetManager
+from rocketflow.store.ha import HAClient, HAService
 
 logger = logging.getLogger("rocketflow.broker")
 
@@ -145,6 +148,12 @@ class BrokerController:
         #: the Prometheus endpoint, when ``metrics_port`` is set (see rocketflow.broker.metrics)
         self.metrics: BrokerMetrics | None = None
         self.store_host = pack_host(config.advertised_ip, config.listen_port)
+        #: a master's replication service (slaves connect to it), None on a slave or before start
+        self.ha_service: HAService | None = None
+        #: a slave's replication client and its copier of the master's tables, None on a master
+        self.ha_client: HAClient | None = None
+        self.slave_sync: SlaveSynchronize | None = None
+        self._slave_client: RemotingClient | None = None
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._stopping = False
@@ -166,7 +175,30 @@ class BrokerController:
 
     @property
     def ha_server_address(self) -> str:
-        return f"{self.broker_ip}:{self.server.port + 1}"
+        """``ip:port`` of the HA service slaves replicate from (registered with the name servers)."""
+        if self.ha_service is not None:
+            return f"{self.broker_ip}:{self.ha_service.port}"
+        port = self.config.store.ha_listen_port
+        return f"{self.broker_ip}:{self.server.port + 1 if port is None else port}"  # before start
+
+    @property
+    def is_slave(self) -> bool:
+        return self.config.store.broker_role is BrokerRole.SLAVE
+
+    async def wait_for_replica(self, result: AppendResult, wait_store_msg_ok: bool) -> AppendResult:
+        """SYNC_MASTER: a stored put is acknowledged once a slave has it too (RocketMQ's handleHA);
+        FLUSH_SLAVE_TIMEOUT after ``syncFlushTimeout``, SLAVE_NOT_AVAILABLE when no slave is in sync."""
+        ha = self.ha_service
+        if ha is None or not wait_store_msg_ok or result.status is not PutMessageStatus.PUT_OK or \
+                self.config.store.broker_role is not BrokerRole.SYNC_MASTER:
+            return result
+        if not ha.is_slave_ok(result.end_offset):
+            return dataclasses.replace(result, status=PutMessageStatus.SLAVE_NOT_AVAILABLE)
+        if await ha.wait_for_slave(result.end_offset, self.config.store.sync_flush_timeout_ms / 1000):
+            return result
+        logger.warning("slave did not acknowledge offset %d within %d ms", result.end_offset,
+                       self.config.store.sync_flush_timeout_ms)
+        return dataclasses.replace(result, status=PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -190,11 +222,18 @@ class BrokerController:
             await asyncio.to_thread(self.store.shutdown)
             raise
         self.store_host = pack_host(self.broker_ip, self.server.port)
+        try:
+            await self._start_replication()
+        except BaseException:
+            await self.server.stop()
+            await asyncio.to_thread(self.store.shutdown)
+            raise
         self._started = True
         self.topics.persist()
         self.groups.persist()
-        self.schedule.start()
-        self.transactions.start()
+        if not self.is_slave:  # a slave neither delivers delayed messages nor checks transactions back
+            self.schedule.start()
+            self.transactions.start()
         self.registrar = NamesrvRegistrar(
             config.namesrv_addresses, broker_name=config.broker_name, cluster=config.cluster,
             broker_id=config.broker_id, broker_addr=lambda: self.address,
@@ -202,11 +241,13 @@ class BrokerController:
             period_ms=max(10_000, min(config.register_name_server_period_ms, 60_000))
             if config.register_name_server_period_ms >= 10_000 else config.register_name_server_period_ms,
             timeout_ms=config.register_broker_timeout_ms, compressed=config.compressed_register,
-            tls=config.tls_client_settings(),
+            tls=config.tls_client_settings(), on_registered=self._registered,
         )
         if config.access_key is not None and config.secret_key is not None:
             self.registrar.client.rpc_hook = AclClientHook(SessionCredentials(config.access_key, config.secret_key))
         await self.registrar.start()
+        if self.slave_sync is not None:
+            self._every(config.slave_synchronize_interval_ms, self.slave_sync.sync_all, "slave synchronize")
         self._every(config.flush_consumer_offset_interval_ms, self.offsets.persist, "consumer offsets")
         self._every(config.flush_delay_offset_interval_ms, self.delay_offsets.persist, "delay offsets")
         self._every(config.flush_config_interval_ms, self._persist_configs, "configs")
@@ -242,6 +283,7 @@ class BrokerController:
         await self.transactions.stop()
         await self.hold_service.stop()
         await self.server.stop()
+        await self._stop_replication()
         self.persist_all()
         await asyncio.to_thread(self.store.shutdown)
         self._started = False
@@ -291,6 +333,50 @@ class BrokerController:
                 topic_config.perm = permission
         return wrapper
 
+    # ------------------------------------------------------------------ replication
+
+    async def _start_replication(self) -> None:
+        config = self.config
+        store_config = config.store
+        if not self.is_slave:
+            port = store_config.ha_listen_port
+            if port is None:  # RocketMQ's listen port + 1; with a free listen port, a free HA port too
+                port = self.server.port + 1 if config.listen_port else 0
+            service = HAService(self.store, config.listen_host, port)
+            await service.start()
+            self.ha_service = service
+            return
+        self.ha_client = HAClient(self.store, store_config.ha_master_address)
+        await self.ha_client.start()
+        self._slave_client = RemotingClient(name="broker-slave-sync", tls=config.tls_client_settings())
+        if config.access_key is not None and config.secret_key is not None:
+            self._slave_client.rpc_hook = AclClientHook(SessionCredentials(config.access_key, config.secret_key))
+        self.slave_sync = SlaveSynchronize(self, self._slave_client)
+
+    async def _stop_replication(self) -> None:
+        if self.ha_service is not None:
+            await self.ha_service.stop()
+            self.ha_service = None
+        if self.ha_client is not None:
+            await self.ha_client.stop()
+            self.ha_client = None
+        if self._slave_client is not None:
+            await self._slave_client.close()
+            self._slave_client = None
+        self.slave_sync = None
+
+    def _registered(self, ha_server_addr: str | None, master_addr: str | None) -> None:
+        """A name server's answer to REGISTER_BROKER: a slave learns where its master is."""
+        if self.ha_client is not None and ha_server_addr and self.config.store.ha_master_address is None:
+            self.ha_client.update_master_address(ha_server_addr)
+        sync = self.slave_sync
+        if sync is not None and master_addr and master_addr != sync.master_address:
+            first = sync.master_address is None
+            sync.master_address = master_addr
+            if first:  # copy the tables now rather than at the first period
+                task = asyncio.get_running_loop().create_task(sync.sync_all())
+                self._tasks.append(task)
+
     # ------------------------------------------------------------------ events
 
     def _topics_changed(self) -> None:
@@ -332,7 +418,15 @@ class BrokerController:
             "pullRequestsHeld": str(self.hold_service.held_count),
             "scheduleMessagesDelivered": str(self.schedule.delivered),
             "brokerPermission": str(self.config.broker_permission),
+            "brokerRole": self.config.store.broker_role.value,
+            "brokerId": str(self.config.broker_id),
         })
+        if self.ha_service is not None:
+            info.update(self.ha_service.stats())
+        if self.ha_client is not None:
+            info["haMasterAddress"] = self.ha_client.master_address or ""
+            info["haConnected"] = str(self.ha_client.connected).lower()
+            info["haReportedOffset"] = str(self.ha_client.reported_offset)
         return info
 
 

@@ -15,7 +15,12 @@ from rocketflow.net.tls import TlsClientSettings
 from rocketflow.protocol.bodies import RegisterBrokerBody, TopicConfigSerializeWrapper, register_body_crc32
 from rocketflow.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
-from rocketflow.remoting.headers import RegisterBrokerRequestHeader, UnRegisterBrokerRequestHeader
+from rocketflow.remoting.errors import ProtocolError
+from rocketflow.remoting.headers import (
+    RegisterBrokerRequestHeader,
+    RegisterBrokerResponseHeader,
+    UnRegisterBrokerRequestHeader,
+)
 
 logger = logging.getLogger("rocketflow.broker.registrar")
 
@@ -26,7 +31,8 @@ class NamesrvRegistrar:
     def __init__(self, namesrv_addresses: list[str], *, broker_name: str, cluster: str, broker_id: int,
                  broker_addr: Callable[[], str], ha_server_addr: Callable[[], str],
                  topics: Callable[[], TopicConfigSerializeWrapper], period_ms: int, timeout_ms: int,
-                 compressed: bool = False, tls: TlsClientSettings | None = None) -> None:
+                 compressed: bool = False, tls: TlsClientSettings | None = None,
+                 on_registered: Callable[[str | None, str | None], None] | None = None) -> None:
         self.namesrv_addresses = namesrv_addresses
         self.broker_name = broker_name
         self.cluster = cluster
@@ -44,6 +50,8 @@ class NamesrvRegistrar:
         self._again = False
         #: successful registrations per name server address
         self.registrations: dict[str, int] = {}
+        #: called with the answer's (haServerAddr, masterAddr): a slave learns its master's addresses
+        self.on_registered = on_registered
 
     async def start(self) -> None:
         """Register once now (failures are logged), then every period."""
@@ -112,6 +120,13 @@ class NamesrvRegistrar:
                            response.code_name, response.remark)
             return
         self.registrations[addr] = self.registrations.get(addr, 0) + 1
+        if self.on_registered is not None:
+            try:
+                answer = RegisterBrokerResponseHeader.from_command(response)
+            except ProtocolError as exc:
+                logger.warning("name server %s answered the registration with a bad header: %s", addr, exc)
+            else:
+                self.on_registered(answer.ha_server_addr or None, answer.master_addr or None)
         logger.debug("registered broker %s to name server %s", self.broker_name, addr)
 
     async def unregister_all(self) -> None:

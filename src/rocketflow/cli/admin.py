@@ -182,7 +182,7 @@ def cluster_command(namesrv: str, json_output: bool, timeout: float) -> None:
 
 @admin.group("broker")
 def broker_group() -> None:
-    """A broker's settings: show them, change them while it runs."""
+    """A broker's settings (show them, change them while it runs) and runtime figures."""
 
 
 @broker_group.command("config")
@@ -197,6 +197,22 @@ def broker_config_command(broker_addr: str, namesrv: str, json_output: bool, tim
         return
     table = _table(f"Broker {broker_addr}", "Setting", "Value")
     for key, value in sorted(settings.items()):
+        table.add_row(key, value)
+    _console().print(table)
+
+
+@broker_group.command("status")
+@click.argument("broker_addr")
+@_common_options
+def broker_status_command(broker_addr: str, namesrv: str, json_output: bool, timeout: float) -> None:
+    """Runtime figures of the broker at BROKER_ADDR (mqadmin brokerStatus): store, TPS, role, replication."""
+    with _session(namesrv, timeout) as session:
+        info = session.broker_runtime_info(broker_addr)
+    if json_output:
+        _print_json(info)
+        return
+    table = _table(f"Broker {broker_addr}", "Figure", "Value")
+    for key, value in sorted(info.items()):
         table.add_row(key, value)
     _console().print(table)
 

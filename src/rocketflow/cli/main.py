@@ -150,6 +150,10 @@ def namesrv(conf_file: str | None, host: str | None, port: int | None, settings:
 @click.option("--cluster", default=None, help="Cluster name [default: DefaultCluster].")
 @click.option("--broker-ip", default=None, help="Address registered with the name servers.")
 @click.option("--flush", type=click.Choice(["sync", "async"]), default=None, help="Disk flush mode [default: async].")
+@click.option("--role", type=click.Choice(["ASYNC_MASTER", "SYNC_MASTER", "SLAVE"], case_sensitive=False),
+              default=None, help="brokerRole: a SLAVE replicates the master of its broker name; a SYNC_MASTER "
+              "acknowledges sends once a slave has them [default: ASYNC_MASTER].")
+@click.option("--broker-id", default=None, type=click.IntRange(0), help="brokerId: 0 for a master, > 0 for a slave.")
 @click.option("--metrics-port", default=None, type=click.IntRange(0, 65535), help=_METRICS_HELP)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
@@ -157,13 +161,13 @@ def namesrv(conf_file: str | None, host: str | None, port: int | None, settings:
 @_acl_option
 def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, port: int | None,
            store_dir: str | None, broker_name: str | None, cluster: str | None, broker_ip: str | None,
-           flush: str | None, metrics_port: int | None, settings: tuple[str, ...], verbose: bool,
-           **tls: str | None) -> None:
+           flush: str | None, role: str | None, broker_id: int | None, metrics_port: int | None,
+           settings: tuple[str, ...], verbose: bool, **tls: str | None) -> None:
     """Run a broker until SIGTERM / Ctrl-C (offsets and configs are persisted at exit)."""
     from pathlib import Path
 
     from rocketflow.cli.servers import parse_settings, run_broker, tls_overrides
-    from rocketflow.store import FlushDiskType
+    from rocketflow.store import BrokerRole, FlushDiskType
 
     overrides: dict[str, object] = parse_settings(settings)
     overrides.update(tls_overrides(tls))
@@ -178,6 +182,8 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
         "store.flush_disk_type": None if flush is None else
         (FlushDiskType.SYNC_FLUSH if flush == "sync" else FlushDiskType.ASYNC_FLUSH),
         "metrics_port": metrics_port,
+        "store.broker_role": None if role is None else BrokerRole[role.upper()],
+        "broker_id": broker_id,
     }
     overrides.update({key: value for key, value in explicit.items() if value is not None})
     run_broker(conf_file=conf_file, overrides=overrides, verbose=verbose)

@@ -29,16 +29,15 @@ def _configure_logging(verbose: bool) -> None:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
 
 
-async def _wait_for_stop_signal() -> None:
+def _stop_on_signals() -> asyncio.Event:
+    """An event set by SIGINT / SIGTERM, armed before the servers start: a signal that arrives while
+    they start (or right after they print where they listen) still stops them cleanly. The handlers
+    go away with the loop."""
     stop = asyncio.Event()
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    try:
-        await stop.wait()
-    finally:
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.remove_signal_handler(sig)
+    return stop
 
 
 def _run(main: Coroutine[Any, Any, None]) -> None:
@@ -110,11 +109,12 @@ def run_namesrv(*, conf_file: str | None, overrides: Mapping[str, object], verbo
         raise click.ClickException(str(exc)) from None
 
     async def main() -> None:
+        stop = _stop_on_signals()
         namesrv = NameServer(config)
         await namesrv.start()
         click.echo(f"namesrv listening on {namesrv.address}")
         try:
-            await _wait_for_stop_signal()
+            await stop.wait()
         finally:
             await namesrv.stop()
         click.echo("namesrv stopped")
@@ -133,13 +133,20 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
         raise click.ClickException(str(exc)) from None
 
     async def main() -> None:
+        stop = _stop_on_signals()
         broker = BrokerController(config)
         await broker.start()
         click.echo(f"broker {config.broker_name} listening on {broker.address}")
+        if broker.ha_service is not None:
+            click.echo(f"broker {config.broker_name} ({config.store.broker_role.value}) serves slaves on "
+                       f"{broker.ha_server_address}")
+        elif broker.ha_client is not None:
+            click.echo(f"broker {config.broker_name} is slave {config.broker_id}: replicates "
+                       f"{broker.ha_client.master_address or 'the master the name server names'}")
         if broker.metrics is not None:
             click.echo(f"broker metrics on http://{broker.metrics.address}/metrics")
         try:
-            await _wait_for_stop_signal()
+            await stop.wait()
         finally:
             await broker.stop()
         click.echo(f"broker {config.broker_name} stopped")
@@ -155,6 +162,7 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
     _configure_logging(verbose)
 
     async def main() -> None:
+        stop = _stop_on_signals()
         cluster = DevCluster(namesrv_port=namesrv_port, broker_port=broker_port,
                              store_dir=Path(store_dir) if store_dir else None, host=host, keep_store=keep,
                              broker_settings=overrides)
@@ -165,7 +173,7 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
         if cluster.broker is not None and cluster.broker.metrics is not None:
             click.echo(f"broker metrics on http://{cluster.broker.metrics.address}/metrics")
         try:
-            await _wait_for_stop_signal()
+            await stop.wait()
         finally:
             await cluster.stop()
         click.echo("dev cluster stopped")

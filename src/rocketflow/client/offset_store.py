@@ -28,7 +28,6 @@ from typing import Final, Protocol, runtime_checkable
 
 from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.instance import ClientInstance
-from rocketflow.client.route import MASTER_ID
 from rocketflow.protocol.bodies import OffsetSerializeWrapper
 from rocketflow.protocol.message import MessageQueue
 from rocketflow.remoting.codes import ResponseCode
@@ -162,12 +161,14 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         return offset
 
     async def _broker_addr(self, mq: MessageQueue) -> str:
-        found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, True)
+        """The master of ``mq``'s broker; once the master is gone from the route, a slave (which keeps the
+        offset until its master is back and copies the master's over it, as in RocketMQ)."""
+        found = self.instance.find_broker_address_in_admin(mq.broker_name)
         if found is None:
             await self.instance.update_topic_route(mq.topic)
-            found = self.instance.find_broker_address_in_subscribe(mq.broker_name, MASTER_ID, True)
+            found = self.instance.find_broker_address_in_admin(mq.broker_name)
         if found is None:
-            raise MQClientError(f"the broker {mq.broker_name!r} does not exist (no master address for {mq})")
+            raise MQClientError(f"the broker {mq.broker_name!r} does not exist (no address for {mq})")
         return found.broker_addr
 
     async def fetch_consume_offset_from_broker(self, mq: MessageQueue) -> int:

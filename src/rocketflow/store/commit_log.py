@@ -67,6 +67,12 @@ _ROLLBACK = int(MessageSysFlag.TRANSACTION_ROLLBACK)
 END_FILE_MIN_BLANK_LENGTH = 8
 
 
+def enters_consume_queue(sys_flag: int) -> bool:
+    """Whether a record with `sys_flag` gets a consume-queue unit (not a prepared or rolled-back half)."""
+    transaction = sys_flag & _TRANSACTION_MASK
+    return transaction != _PREPARED and transaction != _ROLLBACK
+
+
 class PutMessageStatus(enum.Enum):
     """Outcome of a put (RocketMQ's `PutMessageStatus`)."""
 
@@ -781,6 +787,18 @@ class CommitLog:
             return -1
         return int.from_bytes(data, "big", signed=True)
 
+    def transfer_data(self, offset: int, max_size: int) -> bytes | None:
+        """At most `max_size` raw bytes from `offset` up to the written end of its segment (a master's HA
+        transfer), or None when nothing is written there yet or the segment is gone."""
+        mapped = self.files.find(offset)
+        if mapped is None:
+            return None
+        position = offset - mapped.file_from_offset
+        size = min(max_size, mapped.wrote_position - position)
+        if size <= 0:
+            return None
+        return mapped.read(position, size)
+
     def data_from(self, offset: int) -> bytes | None:
         """Raw bytes from `offset` to the end of its segment's written data (replication / admin reads)."""
         mapped = self.files.find(offset, first_if_not_found=offset == 0)
@@ -796,6 +814,7 @@ class CommitLog:
         verify_crc: bool,
         on_record: Callable[[DispatchRequest], None] | None,
         after_crash: bool = False,
+        end_offset: int | None = None,
     ) -> int:
         """Walk records from `start_offset` while they are valid; returns the offset where they end.
 
@@ -803,7 +822,9 @@ class CommitLog:
         The first invalid record ends the log: the caller truncates there. `after_crash` (abnormal
         recovery) also ends it at a record whose properties end in NUL with no record after it: a
         power loss tore it (the body CRC does not cover the properties). Only a crashed last record
-        whose last property value really ends in NUL is dropped by mistake.
+        whose last property value really ends in NUL is dropped by mistake. With `end_offset` (a
+        slave's replicated data) the walk stops before a record, or end-of-segment blank, that is
+        not wholly below it.
         """
         files = self.files.files
         if not files:
@@ -819,14 +840,17 @@ class CommitLog:
                 break  # a gap between segments ends the log
             pos = offset - base
             mm = mapped.mm
+            limit = segment_size if end_offset is None else min(segment_size, end_offset - base)
             while True:
-                if pos + 8 > segment_size:
+                if pos + 8 > limit:
                     return base + pos
                 total, magic = _BLANK.unpack_from(mm, pos)
                 if magic == BLANK_MAGIC_CODE and total == segment_size - pos:
+                    if limit < segment_size:
+                        return base + pos
                     offset = base + segment_size
                     break
-                if magic != MAGIC_CODE or total <= 0 or pos + total > segment_size:
+                if magic != MAGIC_CODE or total <= 0 or pos + total > limit:
                     return base + pos
                 request = self._check_record(mapped, pos, total, base + pos, verify_crc, delay_levels)
                 if request is None:
@@ -866,6 +890,30 @@ class CommitLog:
             properties.get(MessageConst.KEYS), properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
             msg.sys_flag,
         )
+
+    def append_data(self, offset: int, data: bytes) -> None:
+        """Write replicated commit-log bytes at `offset` (a slave's HA client); the caller holds the put lock.
+
+        `offset` must be the end of the log, or, in an empty log, a segment start: the master sends
+        raw bytes of one segment at a time, record boundaries wherever they fall. Raises ValueError
+        when the bytes do not fit there (another position, or another segment size than the master's)
+        and OSError when the disk refuses them.
+        """
+        segment_size = self.segment_size
+        files = self.files
+        if files.files:
+            if offset != files.max_offset:
+                raise ValueError(f"replicated data at {offset}, but the commit log ends at {files.max_offset}")
+        elif offset % segment_size:
+            raise ValueError(f"replicated data at {offset} for an empty commit log is not at a segment start "
+                             f"(segment size {segment_size}: is it the master's mappedFileSizeCommitLog?)")
+        mapped = files.last_for_write(offset)
+        position = offset - mapped.file_from_offset
+        if position + len(data) > segment_size:
+            raise ValueError(f"{len(data)} replicated bytes at {offset} cross the end of the segment at "
+                             f"{mapped.file_from_offset + segment_size}: the master's segment size differs")
+        if data:
+            mapped.append(data)
 
     def set_max_offset(self, offset: int) -> None:
         """Cut the log at `offset` (end of the last valid record) and fix every segment's positions."""

@@ -115,6 +115,22 @@ class StoreConfig:
     offset_check_in_slave: bool = False
     #: madvise(DONTNEED) commit-log pages once flushed, so resident memory stays flat as the log grows
     release_flushed_pages: bool = True
+    #: master/slave replication (RocketMQ's HA service). A slave reports its commit-log end and a master
+    #: sends an empty transfer at least this often (`haSendHeartbeatInterval`)
+    ha_send_heartbeat_interval_ms: int = 5000
+    #: a replication connection that has received nothing for this long is closed (`haHousekeepingInterval`)
+    ha_housekeeping_interval_ms: int = 20_000
+    #: most commit-log bytes a master sends in one transfer (`haTransferBatchSize`)
+    ha_transfer_batch_size: int = 32 * 1024
+    #: a slave further behind than this bytes is not waited for by SYNC_MASTER puts (`haSlaveFallbehindMax`)
+    ha_slave_fallbehind_max: int = 256 * 1024 * 1024
+    #: the master's HA address (host:port) a slave replicates from (`haMasterAddress`); unset, the one the
+    #: name server returns when the slave registers
+    ha_master_address: str | None = None
+    #: the port a master's HA service listens on (`haListenPort`): None = the broker's listen port + 1
+    #: (RocketMQ's rule; any free port when the listen port is 0), 0 = any free port (the name server
+    #: tells slaves the real one)
+    ha_listen_port: int | None = None
     #: the store host written into records when a put does not name one
     store_host: tuple[str, int] = ("127.0.0.1", 10911)
     #: delays of levels 1..N (`messageDelayLevel`); a SCHEDULE_TOPIC_XXXX record's tags code is its store
@@ -129,6 +145,9 @@ class StoreConfig:
             raise ValueError(f"consume_queue_segment_units must be >= 1: {self.consume_queue_segment_units}")
         if self.max_hash_slot_num < 1 or self.max_index_num < 2:
             raise ValueError("index sizes must be positive (max_index_num >= 2)")
+        if self.ha_transfer_batch_size < 1 or self.ha_send_heartbeat_interval_ms < 1 or \
+                self.ha_housekeeping_interval_ms < 1:
+            raise ValueError("ha_transfer_batch_size and the HA intervals must be positive")
         if self.index_build_batch < 1:
             raise ValueError(f"index_build_batch must be >= 1: {self.index_build_batch}")
         parse_message_delay_level(self.message_delay_level)

@@ -160,6 +160,12 @@ class TopicConfigTable:
             if persist:
                 persist_after_change(self)
 
+    def replace(self, wrapper: TopicConfigSerializeWrapper) -> None:
+        """Take over a whole table with its data version (a slave copying its master's), and persist."""
+        with self._lock:
+            self.wrapper = wrapper
+            persist_after_change(self)
+
     def remove(self, topic: str, *, persist: bool = True) -> TopicConfig | None:
         with self._lock:
             removed = self.wrapper.topic_config_table.pop(topic, None)
@@ -214,6 +220,11 @@ class ConsumerOffsetManager:
             if offsets is not None:
                 self.table[self.key(topic, target_group)] = dict(offsets)
 
+    def take_over(self, table: dict[str, dict[int, int]]) -> None:
+        """Set the offsets of every topic@group in `table` (a slave copying its master's; others stay)."""
+        with self._lock:
+            self.table = {**self.table, **{key: dict(queues) for key, queues in table.items()}}
+
     def remove_group(self, group: str) -> None:
         with self._lock:
             self.table = {key: value for key, value in self.table.items() if not key.endswith("@" + group)}
@@ -235,6 +246,11 @@ class DelayOffsetManager:
         with self._lock:
             snapshot = dict(self.table)
         self.file.persist(DelayOffsetTable(offset_table=snapshot))
+
+    def take_over(self, table: dict[int, int]) -> None:
+        """Replace the table (a slave copying its master's)."""
+        with self._lock:
+            self.table = dict(table)
 
     def update(self, level: int, offset: int) -> None:
         with self._lock:
@@ -274,6 +290,12 @@ class SubscriptionGroupTable:
             self.wrapper.data_version.next_version()
             if persist:
                 persist_after_change(self)
+
+    def replace(self, wrapper: SubscriptionGroupWrapper) -> None:
+        """Take over a whole table with its data version (a slave copying its master's), and persist."""
+        with self._lock:
+            self.wrapper = wrapper
+            persist_after_change(self)
 
     def remove(self, group: str, *, persist: bool = True) -> SubscriptionGroupConfig | None:
         with self._lock:

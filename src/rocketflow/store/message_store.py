@@ -39,6 +39,7 @@ from rocketflow.store.commit_log import (
     PutBatchRequest,
     PutMessageRequest,
     PutMessageStatus,
+    enters_consume_queue,
 )
 from rocketflow.store.config import BrokerRole, StoreConfig
 from rocketflow.store.consume_queue import CQ_UNIT_SIZE, ConsumeQueue, ConsumeQueueTable
@@ -201,6 +202,8 @@ class MessageStore:
         self.vectorized_pull_min = VECTORIZED_PULL_MIN
         self._put_count = 0
         self._put_fail_count = 0
+        #: called with the commit log's new end after every stored put (the HA service wakes its senders)
+        self._append_listeners: list[Callable[[int], None]] = []
         self._get_found = 0
         self._get_miss = 0
         self._started_ms = 0
@@ -395,6 +398,43 @@ class MessageStore:
         """
         self.dispatcher.add_listener(listener)
 
+    def add_append_listener(self, listener: Callable[[int], None]) -> None:
+        """Call `listener(commit-log end offset)` after each stored put, on the putting thread, outside the lock."""
+        self._append_listeners = [*self._append_listeners, listener]
+
+    def append_to_commit_log(self, offset: int, data: bytes) -> int:
+        """A slave stores commit-log bytes replicated from its master at `offset`; returns the new end.
+
+        Whole records among them are dispatched to consume queues and the index at once (held pulls
+        wake as on a put); a record cut by the transfer's size is dispatched when its rest arrives.
+        Raises ValueError when `offset` is not where this log ends (see `CommitLog.append_data`),
+        StoreNotRunningError after shutdown and OSError when the disk refuses the bytes.
+        """
+        with self._put_lock:
+            if not self._running:
+                raise StoreNotRunningError("message store is not running")
+            self.commit_log.append_data(offset, data)
+            self._reput()
+            return self.commit_log.max_offset
+
+    def _reput(self) -> None:
+        """Dispatch the whole records between the dispatched offset and the commit log's end (a slave)."""
+        dispatcher = self.dispatcher
+        requests: list[DispatchRequest] = []
+        end = self.commit_log.scan(dispatcher.dispatched_offset, False, requests.append,
+                                   end_offset=self.commit_log.max_offset)
+        if requests:
+            dispatcher.dispatch_requests(requests, notify=True)
+            self._last_store_timestamp = requests[-1].store_timestamp
+            self._put_count += len(requests)
+            table = self.commit_log.topic_queue_table  # next queue offsets, as a master's puts keep them
+            for request in requests:
+                key = (request.topic, request.queue_id)
+                if request.queue_offset >= table.get(key, 0) and enters_consume_queue(request.sys_flag):
+                    table[key] = request.queue_offset + 1
+        if end > dispatcher.dispatched_offset:
+            dispatcher.dispatched_offset = end
+
     def put_message(self, request: PutMessageRequest) -> AppendResult:
         """Store one message; under SYNC_FLUSH, blocks until flushed (or FLUSH_DISK_TIMEOUT)."""
         return self.put_messages((request,))
@@ -479,6 +519,11 @@ class MessageStore:
                 return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._dispatch_error), False
             self._last_store_timestamp = result.store_timestamp
             self._put_count += result.message_count
+        for listener in self._append_listeners:
+            try:
+                listener(result.end_offset)
+            except Exception:  # a listener's bug must not fail a stored put
+                log.exception("append listener failed")
         if self.config.is_sync_flush:
             if isinstance(requests, PutBatchRequest):
                 wait = requests.wait_store_msg_ok

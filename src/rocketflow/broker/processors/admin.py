@@ -505,7 +505,9 @@ _FIXED_AT_START: Final = frozenset({
     "server_channel_max_idle_seconds", "store.store_root", "store.commit_log_segment_size",
     "store.consume_queue_segment_units", "store.flush_disk_type", "store.broker_role", "store.max_hash_slot_num",
     "store.max_index_num", "store.message_index_enable", "store.store_host", "store.message_delay_level",
-    "store.total_physical_memory",
+    "store.total_physical_memory", "store.ha_listen_port", "store.ha_master_address", "store.index_build_batch",
+    "store.ha_transfer_batch_size", "store.ha_send_heartbeat_interval_ms", "store.ha_housekeeping_interval_ms",
+    "slave_synchronize_interval_ms",
 })
 
 

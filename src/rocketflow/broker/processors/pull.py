@@ -151,8 +151,9 @@ class PullMessageProcessor:
         else:
             code = _STATUS_CODES[status]
         role = store.config.broker_role
-        if role is BrokerRole.SLAVE and not config.slave_read_enable:
-            code = ResponseCode.PULL_RETRY_IMMEDIATELY
+        # A slave serves pulls whatever slaveReadEnable says (in 4.9.3 the status overwrites the slave's
+        # PULL_RETRY_IMMEDIATELY): that is how consumers keep reading while the master is down. The
+        # setting only decides whether the answer suggests reading from a slave.
         if config.slave_read_enable:
             suggest = (group_config.which_broker_when_consume_slowly if result.suggest_pulling_from_slave
                        else group_config.broker_id)

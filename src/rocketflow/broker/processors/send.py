@@ -49,6 +49,7 @@ from rocketflow.remoting.headers import (
     decode_send_header,
 )
 from rocketflow.store.commit_log import AppendResult, PutBatchRequest, PutMessageRequest, PutMessageStatus
+from rocketflow.store.config import BrokerRole
 
 if TYPE_CHECKING:
     from rocketflow.broker.controller import BrokerController
@@ -373,14 +374,21 @@ class SendMessageProcessor:
 
     def _put(self, request: RemotingCommand, requests: list[PutMessageRequest] | PutBatchRequest, queue_id: int, *,
              batch: bool) -> RemotingCommand | Awaitable[RemotingCommand | None]:
-        future = self.broker.store.put_messages_async(requests)
+        broker = self.broker
+        future = broker.store.put_messages_async(requests)
+        if broker.ha_service is not None and broker.config.store.broker_role is BrokerRole.SYNC_MASTER:
+            wait = requests.wait_store_msg_ok if isinstance(requests, PutBatchRequest) else \
+                any(put.wait_store_msg_ok for put in requests)
+            return self._await_put(request, future, queue_id, batch, wait)
         if future.done():
             return self._put_response(request, future.result(), queue_id, batch)
-        return self._await_put(request, future, queue_id, batch)
+        return self._await_put(request, future, queue_id, batch, False)
 
     async def _await_put(self, request: RemotingCommand, future: Future[AppendResult], queue_id: int,
-                         batch: bool) -> RemotingCommand:
+                         batch: bool, wait_for_replica: bool) -> RemotingCommand:
         result = await asyncio.wrap_future(future)
+        if wait_for_replica:
+            result = await self.broker.wait_for_replica(result, True)
         return self._put_response(request, result, queue_id, batch)
 
     def _put_response(self, request: RemotingCommand, result: AppendResult, queue_id: int,
@@ -482,12 +490,13 @@ class SendMessageProcessor:
             return put
         creations.apply(broker)
         future = broker.store.put_messages_async([put])
-        if future.done():
+        if future.done() and broker.config.store.broker_role is not BrokerRole.SYNC_MASTER:
             return self._send_back_response(request, future.result())
         return self._await_send_back(request, future)
 
     async def _await_send_back(self, request: RemotingCommand, future: Future[AppendResult]) -> RemotingCommand:
-        return self._send_back_response(request, await asyncio.wrap_future(future))
+        result = await self.broker.wait_for_replica(await asyncio.wrap_future(future), True)
+        return self._send_back_response(request, result)
 
     def _send_back_response(self, request: RemotingCommand, result: AppendResult) -> RemotingCommand:
         if result.status is PutMessageStatus.PUT_OK:
