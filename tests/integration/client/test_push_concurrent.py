@@ -242,6 +242,8 @@ def test_hooks_stats_and_running_info_through_the_broker(cluster: DevCluster, pr
     assert ("CONSUME_SUCCESS", True, ConsumeReturnType.SUCCESS.name) in outcomes
     assert ("RECONSUME_LATER", False, ConsumeReturnType.EXCEPTION.name) in outcomes
     assert ("RECONSUME_LATER", False, ConsumeReturnType.RETURNNULL.name) in outcomes
+    # the stats count a result after the hook has seen it (and a failure once its send-back is decided)
+    wait_until(lambda: consumer.consumer_stats.totals("cg_push_hook", "PushHookT").consume_failed_msgs >= 2)
     totals = consumer.consumer_stats.totals("cg_push_hook", "PushHookT")
     assert totals.consume_ok_msgs == 18 and totals.consume_failed_msgs == 2
     assert consumer.stats()["PushHookT"].consume_failed_msgs == 2

@@ -231,6 +231,10 @@ class HAConnection:
         else:
             next_offset = self.request_offset
         log.info("sending the commit log to slave %s from offset %d", self.peer, next_offset)
+        if next_offset < commit_log.min_offset:
+            log.warning("slave %s asks for offset %d, but this master's commit log starts at %d (older segments "
+                        "were deleted): it cannot catch up; give it an empty store", self.peer, next_offset,
+                        commit_log.min_offset)
         last_write = time.monotonic()
         writer = self.writer
         try:
