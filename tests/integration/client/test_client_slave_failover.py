@@ -11,7 +11,7 @@ from client_helpers import create_topic, wait_until
 
 from rocketflow import Message, Producer, PushConsumer
 from rocketflow.broker import DevCluster
-from rocketflow.client import ConsumeConcurrentlyStatus, ConsumeFromWhere
+from rocketflow.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, SendStatus
 from rocketflow.protocol.message import MessageExt
 from rocketflow.store import BrokerRole
 
@@ -84,3 +84,17 @@ def test_consumers_carry_on_from_the_slave_when_the_master_is_gone(
     received = consume(namesrv, 40)
     assert sorted(received) == sorted(b"second-%d" % index for index in range(40))
     wait_until(lambda: committed(slave) == 80)  # offsets go to the slave while the master is away
+
+
+def test_a_sync_master_without_a_slave_answers_slave_not_available() -> None:
+    cluster = DevCluster.start_in_thread(broker_settings={"store.broker_role": BrokerRole.SYNC_MASTER})
+    try:
+        with Producer("pg_sync_master", namesrv=cluster.namesrv_addr) as producer:
+            create_topic(producer.instance, cluster.broker_addr, "SyncMasterAlone", 2)
+            result = producer.send(Message("SyncMasterAlone", b"stored-anyway"))
+            # stored on the master, but not on a slave: a status, not an error (retryAnotherBrokerWhenNotStoreOK
+            # is off by default, as in RocketMQ)
+            assert result.send_status is SendStatus.SLAVE_NOT_AVAILABLE
+            assert result.msg_id and result.queue_offset == 0
+    finally:
+        cluster.close()
