@@ -19,7 +19,8 @@ from broker_helpers import decoded, message_properties, pull, send, wait_for
 from rocketflow.broker import BrokerController, build_broker_config
 from rocketflow.namesrv import NameServer, NamesrvConfig
 from rocketflow.net import RemotingClient
-from rocketflow.protocol.bodies import TopicConfigSerializeWrapper, TopicRouteData
+from rocketflow.protocol.bodies import KVTable, TopicConfigSerializeWrapper, TopicRouteData
+from rocketflow.protocol.codec import decode_records
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.store import BrokerRole, MessageStore, StoreConfig
@@ -288,3 +289,65 @@ def test_the_broker_command_takes_role_and_id(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_sync_master_acknowledged_sends_survive_kill_9_of_the_master(tmp_path: Path) -> None:
+    """Every send a SYNC_MASTER answered SUCCESS is on the slave, even when the master dies mid-stream."""
+
+    async def main() -> None:
+        namesrv = NameServer(NamesrvConfig(port=0))
+        await namesrv.start()
+        master = subprocess.Popen(
+            [sys.executable, "-c", "from rocketflow.cli.main import cli; cli(prog_name='rocketflow')", "broker",
+             "-n", namesrv.address, "--port", "0", "--store-dir", str(tmp_path / "m"), "--broker-name", BROKER,
+             "--role", "SYNC_MASTER", "--set", "haListenPort=0", "--set", "registerNameServerPeriod=300"],
+            stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True)
+        client = RemotingClient()
+        acked: list[bytes] = []
+        try:
+            assert master.stdout is not None
+            line = await asyncio.to_thread(master.stdout.readline)
+            found = re.fullmatch(rf"broker {BROKER} listening on (\S+)\n", line)
+            assert found, line
+            master_addr = found.group(1)
+            async with started(settings(namesrv, tmp_path / "s", BrokerRole.SLAVE)):
+                async def replicating() -> bool:
+                    response = await client.invoke(master_addr, RemotingCommand.request(
+                        RequestCode.GET_BROKER_RUNTIME_INFO), 5)
+                    return KVTable.decode(response.body).table.get("haConnections") == "1"
+                await wait_for(replicating, 10)
+
+                async def producer(worker: int) -> None:
+                    for index in range(100_000):
+                        body = b"w%d-%d" % (worker, index)
+                        try:
+                            response = await send(client, master_addr, "Durable", body, message_properties(),
+                                                  queue_id=worker)
+                        except Exception:
+                            return  # the master is gone
+                        if response.code == ResponseCode.SUCCESS:
+                            acked.append(body)
+
+                senders = [asyncio.ensure_future(producer(worker)) for worker in range(4)]
+                await asyncio.sleep(1.5)
+                master.kill()  # SIGKILL while sends are in flight
+                await asyncio.wait_for(asyncio.gather(*senders), 30)
+                assert len(acked) > 50
+            with MessageStore(StoreConfig(store_root=tmp_path / "s", broker_role=BrokerRole.SLAVE,
+                                          commit_log_segment_size=64 * 1024)) as store:
+                stored: set[bytes] = set()
+                for queue_id in range(4):
+                    offset = 0
+                    while (got := store.get_messages("check", "Durable", queue_id, offset, 32)).buffers:
+                        stored.update(msg.body for msg in decode_records(got.body()))
+                        offset = got.next_begin_offset
+            lost = [body for body in acked if body not in stored]
+            assert not lost, f"{len(lost)} acknowledged sends are not on the slave, e.g. {lost[:5]}"
+        finally:
+            if master.poll() is None:
+                master.kill()
+            master.wait()
+            await client.close()
+            await namesrv.stop()
+
+    asyncio.run(main())
