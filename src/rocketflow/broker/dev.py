@@ -1,4 +1,5 @@
-"""`DevCluster`: a name server and a broker in one process and loop, for demos and tests.
+"""`DevCluster`: a name server and a broker (and optionally its slaves) in one process and loop, for
+demos and tests.
 
 Use it as ``async with DevCluster() as cluster:`` inside a running loop, or from synchronous
 code with ``cluster = DevCluster.start_in_thread()`` ... ``cluster.close()`` (the servers then run
@@ -20,6 +21,7 @@ from types import TracebackType
 from rocketflow.broker.config import BrokerConfig, build_broker_config
 from rocketflow.broker.controller import BrokerController
 from rocketflow.namesrv import NameServer, NamesrvConfig
+from rocketflow.store import BrokerRole
 
 
 class DevCluster:
@@ -27,9 +29,10 @@ class DevCluster:
 
     def __init__(self, *, namesrv_port: int = 0, broker_port: int = 0, store_dir: str | Path | None = None,
                  host: str = "127.0.0.1", keep_store: bool = False,
-                 broker_settings: Mapping[str, object] | None = None) -> None:
+                 broker_settings: Mapping[str, object] | None = None, slaves: int = 0) -> None:
         """``broker_settings`` are `BrokerConfig` fields (``"store.<name>"`` for store fields); the name
-        server takes the ``tls_mode`` / ``tls_server_*`` ones too."""
+        server takes the ``tls_mode`` / ``tls_server_*`` ones too. ``slaves`` > 0 also runs that many
+        slaves of the broker (ids 1..n, free ports, stores under ``slave-<id>`` of the store dir)."""
         self.host = host
         self.namesrv_port = namesrv_port
         self.broker_port = broker_port
@@ -39,6 +42,9 @@ class DevCluster:
         self.broker_settings = dict(broker_settings or {})
         self.namesrv: NameServer | None = None
         self.broker: BrokerController | None = None
+        self.slave_count = slaves
+        #: the running slaves of `broker` (empty unless ``slaves`` was given)
+        self.slaves: list[BrokerController] = []
         self._thread: threading.Thread | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop_event: asyncio.Event | None = None
@@ -96,8 +102,22 @@ class DevCluster:
             self._remove_temp_dir()
             raise
         self.broker = broker
+        try:
+            for broker_id in range(1, self.slave_count + 1):
+                slave_settings = {**settings, "listen_port": 0, "broker_id": broker_id,
+                                  "store.broker_role": BrokerRole.SLAVE,
+                                  "store.store_root": self._store_dir / f"slave-{broker_id}"}
+                slave = BrokerController(build_broker_config(slave_settings))
+                await slave.start()
+                self.slaves.append(slave)
+        except BaseException:
+            await self.stop()
+            raise
 
     async def stop(self) -> None:
+        for slave in reversed(self.slaves):
+            await slave.stop()
+        self.slaves.clear()
         if self.broker is not None:
             await self.broker.stop()
             self.broker = None

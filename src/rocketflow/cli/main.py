@@ -196,12 +196,14 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
 @click.option("--store-dir", default=None, type=click.Path(file_okay=False),
               help="Store root [default: a temporary directory, removed at exit unless --keep].")
 @click.option("--keep", is_flag=True, help="Keep the temporary store directory at exit.")
+@click.option("--slaves", default=0, show_default=True, type=click.IntRange(0, 8),
+              help="Also run this many slaves of the broker (free ports; see docs/replication.md).")
 @click.option("--metrics-port", default=None, type=click.IntRange(0, 65535), help=_METRICS_HELP)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
 @_tls_options
 @_acl_option
-def dev(host: str, namesrv_port: int, broker_port: int, store_dir: str | None, keep: bool,
+def dev(host: str, namesrv_port: int, broker_port: int, store_dir: str | None, keep: bool, slaves: int,
         metrics_port: int | None, settings: tuple[str, ...], verbose: bool, **tls: str | None) -> None:
     """Run a name server and a broker in one process (the embedded default for demos and tests)."""
     from rocketflow.cli.servers import parse_settings, run_dev, tls_overrides
@@ -211,7 +213,7 @@ def dev(host: str, namesrv_port: int, broker_port: int, store_dir: str | None, k
     if metrics_port is not None:
         overrides["metrics_port"] = metrics_port
     run_dev(host=host, namesrv_port=namesrv_port, broker_port=broker_port, store_dir=store_dir, keep=keep,
-            overrides=overrides, verbose=verbose)
+            overrides=overrides, verbose=verbose, slaves=slaves)
 
 
 from rocketflow.cli.admin import admin as _admin_group  # noqa: E402  (after the other commands, on purpose)

@@ -158,18 +158,20 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
 
 
 def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | None, keep: bool,
-            overrides: Mapping[str, object], verbose: bool = False) -> None:
+            overrides: Mapping[str, object], verbose: bool = False, slaves: int = 0) -> None:
     _configure_logging(verbose)
 
     async def main() -> None:
         stop = _stop_on_signals()
         cluster = DevCluster(namesrv_port=namesrv_port, broker_port=broker_port,
                              store_dir=Path(store_dir) if store_dir else None, host=host, keep_store=keep,
-                             broker_settings=overrides)
+                             broker_settings=overrides, slaves=slaves)
         await cluster.start()
         click.echo(f"namesrv listening on {cluster.namesrv_addr}")
         click.echo(f"broker {cluster.broker_config.broker_name} listening on {cluster.broker_addr}")
         click.echo(f"store dir {cluster.store_dir}")
+        for slave in cluster.slaves:
+            click.echo(f"slave {slave.config.broker_id} of {slave.config.broker_name} listening on {slave.address}")
         if cluster.broker is not None and cluster.broker.metrics is not None:
             click.echo(f"broker metrics on http://{cluster.broker.metrics.address}/metrics")
         try:

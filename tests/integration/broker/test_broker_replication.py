@@ -16,7 +16,7 @@ from typing import Any
 
 from broker_helpers import decoded, message_properties, pull, send, wait_for
 
-from rocketflow.broker import BrokerController, build_broker_config
+from rocketflow.broker import BrokerController, DevCluster, build_broker_config
 from rocketflow.namesrv import NameServer, NamesrvConfig
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import KVTable, TopicConfigSerializeWrapper, TopicRouteData
@@ -349,5 +349,29 @@ def test_sync_master_acknowledged_sends_survive_kill_9_of_the_master(tmp_path: P
             master.wait()
             await client.close()
             await namesrv.stop()
+
+    asyncio.run(main())
+
+
+def test_a_dev_cluster_can_run_slaves(tmp_path: Path) -> None:
+    async def main() -> None:
+        async with DevCluster(store_dir=tmp_path / "dev", slaves=2,
+                              broker_settings={"store.ha_send_heartbeat_interval_ms": 200}) as cluster:
+            assert cluster.broker is not None and len(cluster.slaves) == 2
+            assert [slave.config.broker_id for slave in cluster.slaves] == [1, 2]
+            client = RemotingClient()
+            try:
+                for index in range(20):
+                    response = await send(client, cluster.broker_addr, "DevSlaves", b"d%d" % index,
+                                          message_properties())
+                    assert response.code == ResponseCode.SUCCESS
+                for slave in cluster.slaves:
+                    await in_sync(cluster.broker, slave)
+                    assert slave.config.store.store_root == tmp_path / "dev" / f"slave-{slave.config.broker_id}"
+                route = TopicRouteData.decode((await client.invoke(cluster.namesrv_addr, RemotingCommand.request(
+                    RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "DevSlaves"}), 5)).body)
+                assert sorted(route.broker_datas[0].broker_addrs) == [0, 1, 2]
+            finally:
+                await client.close()
 
     asyncio.run(main())
