@@ -161,16 +161,21 @@ def percentile(values: list[float], fraction: float) -> float:
 class BrokerProcess:
     """`rocketflow dev` as a subprocess on free ports with a temporary store."""
 
-    def __init__(self, store_dir: Path) -> None:
+    def __init__(self, store_dir: Path, extra_args: tuple[str, ...] = (), slaves: int = 0) -> None:
         self.store_dir = store_dir
+        #: more `rocketflow dev` options (``--set key=value`` ...); `slaves` adds ``--slaves``
+        self.extra_args = extra_args
+        self.slaves = slaves
         self.proc: subprocess.Popen[str] | None = None
         self.broker_addr = ""
         self.namesrv_addr = ""
+        self.slave_addrs: list[str] = []
 
     def start(self) -> None:
         code = "from rocketflow.cli.main import cli; cli()"
         argv = [sys.executable, "-c", code, "dev", "--namesrv-port", str(free_port()), "--broker-port",
-                str(free_port()), "--store-dir", str(self.store_dir)]
+                str(free_port()), "--store-dir", str(self.store_dir), "--slaves", str(self.slaves),
+                *self.extra_args]
         env = dict(os.environ)
         env["PYTHONPATH"] = str(REPO_ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
@@ -187,6 +192,9 @@ class BrokerProcess:
                 self.namesrv_addr = line.split()[-1]
             elif line.startswith("broker ") and " listening on " in line:
                 self.broker_addr = line.split()[-1]
+            elif line.startswith("slave ") and " listening on " in line:
+                self.slave_addrs.append(line.split()[-1])
+            if self.broker_addr and len(self.slave_addrs) == self.slaves:
                 return
         self.stop()
         raise SystemExit("rocketflow dev did not start:\n" + "".join(lines))
