@@ -17,7 +17,6 @@ import asyncio
 import json
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
@@ -46,6 +45,7 @@ from broker_bench import (
     free_port,
     ours_ingest,
     percentile,
+    stop_process,
 )
 
 from rocketflow.net import RemotingClient
@@ -72,18 +72,6 @@ def start_slave(namesrv: str, store_dir: Path) -> tuple[subprocess.Popen[str], s
         if line.startswith("broker ") and " listening on " in line:
             return process, line.split()[-1]
     raise SystemExit("the slave did not start")
-
-
-def stop_process(process: subprocess.Popen[str]) -> None:
-    if process.poll() is None:
-        process.send_signal(signal.SIGTERM)
-        try:
-            process.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            process.kill()
-            process.wait()
-    if process.stdout is not None:
-        process.stdout.close()
 
 
 async def runtime_info(client: RemotingClient, addr: str) -> dict[str, str]:
