@@ -185,12 +185,16 @@ class BrokerController:
     def is_slave(self) -> bool:
         return self.config.store.broker_role is BrokerRole.SLAVE
 
-    async def wait_for_replica(self, result: AppendResult, wait_store_msg_ok: bool) -> AppendResult:
+    @property
+    def replicates_synchronously(self) -> bool:
+        """A SYNC_MASTER with its HA service up: puts are acknowledged once a slave has them."""
+        return self.ha_service is not None and self.config.store.broker_role is BrokerRole.SYNC_MASTER
+
+    async def wait_for_replica(self, result: AppendResult) -> AppendResult:
         """SYNC_MASTER: a stored put is acknowledged once a slave has it too (RocketMQ's handleHA);
         FLUSH_SLAVE_TIMEOUT after ``syncFlushTimeout``, SLAVE_NOT_AVAILABLE when no slave is in sync."""
         ha = self.ha_service
-        if ha is None or not wait_store_msg_ok or result.status is not PutMessageStatus.PUT_OK or \
-                self.config.store.broker_role is not BrokerRole.SYNC_MASTER:
+        if ha is None or not self.replicates_synchronously or result.status is not PutMessageStatus.PUT_OK:
             return result
         if not ha.is_slave_ok(result.end_offset):
             return dataclasses.replace(result, status=PutMessageStatus.SLAVE_NOT_AVAILABLE)

@@ -205,6 +205,13 @@ class PutBatchRequest:
         self.uniq_keys.append(uniq_key)
 
 
+def waits_for_store(requests: Sequence[PutMessageRequest] | PutBatchRequest) -> bool:
+    """Whether a put's sender waits for it to be durable (the WAIT property, RocketMQ's waitStoreMsgOK)."""
+    if isinstance(requests, PutBatchRequest):
+        return requests.wait_store_msg_ok
+    return any(request.wait_store_msg_ok for request in requests)
+
+
 @dataclass(slots=True)
 class DispatchRequest:
     """What a stored record contributes to consume queues and the index."""
@@ -244,8 +251,7 @@ class DispatchBatch:
         batch = cls()
         for request in requests:
             key = (request.topic, request.queue_id)
-            transaction = request.sys_flag & _TRANSACTION_MASK
-            if transaction != _PREPARED and transaction != _ROLLBACK:
+            if enters_consume_queue(request.sys_flag):
                 run = batch.runs.get(key)
                 if run is not None and run[0] + len(run[1]) // 3 != request.queue_offset:
                     batches.append(batch)
@@ -472,8 +478,7 @@ class CommitLog:
                     last_topic = topic
                     last_queue_id = request.queue_id
                     key = (topic, last_queue_id)
-                    transaction = sys_flag & _TRANSACTION_MASK
-                    in_queue = transaction != _PREPARED and transaction != _ROLLBACK
+                    in_queue = enters_consume_queue(sys_flag)
                     schedule = topic == SCHEDULE_TOPIC
                     index_prefix = topic + "#"
                     packers = packer_sets.setdefault((head.format, len(topic_part)), {})
@@ -629,8 +634,7 @@ class CommitLog:
         max_props = self.config.max_properties_size
         segment_size = self.segment_size
         key = (topic, queue_id)
-        transaction = sys_flag & _TRANSACTION_MASK
-        in_queue = transaction != _PREPARED and transaction != _ROLLBACK
+        in_queue = enters_consume_queue(sys_flag)
         schedule = topic == SCHEDULE_TOPIC
         delay_levels = self.config.delay_levels_ms
         table = self.topic_queue_table
@@ -787,25 +791,15 @@ class CommitLog:
             return -1
         return int.from_bytes(data, "big", signed=True)
 
-    def transfer_data(self, offset: int, max_size: int) -> bytes | None:
-        """At most `max_size` raw bytes from `offset` up to the written end of its segment (a master's HA
-        transfer), or None when nothing is written there yet or the segment is gone."""
-        mapped = self.files.find(offset)
-        if mapped is None:
-            return None
-        position = offset - mapped.file_from_offset
-        size = min(max_size, mapped.wrote_position - position)
-        if size <= 0:
-            return None
-        return mapped.read(position, size)
-
-    def data_from(self, offset: int) -> bytes | None:
-        """Raw bytes from `offset` to the end of its segment's written data (replication / admin reads)."""
+    def data_from(self, offset: int, max_size: int | None = None) -> bytes | None:
+        """Raw bytes from `offset` to the end of its segment's written data, at most `max_size` of them
+        (a master's HA transfers, admin reads); None when the segment is gone or not written that far."""
         mapped = self.files.find(offset, first_if_not_found=offset == 0)
         if mapped is None:
             return None
         position = offset - mapped.file_from_offset
-        return mapped.read(position, mapped.wrote_position - position)
+        size = mapped.wrote_position - position
+        return mapped.read(position, size if max_size is None else min(size, max_size))
 
     # -- recovery --------------------------------------------------------------------------
     def scan(

@@ -39,7 +39,7 @@ from rocketflow.store.commit_log import (
     PutBatchRequest,
     PutMessageRequest,
     PutMessageStatus,
-    enters_consume_queue,
+    waits_for_store,
 )
 from rocketflow.store.config import BrokerRole, StoreConfig
 from rocketflow.store.consume_queue import CQ_UNIT_SIZE, ConsumeQueue, ConsumeQueueTable
@@ -424,14 +424,13 @@ class MessageStore:
         end = self.commit_log.scan(dispatcher.dispatched_offset, False, requests.append,
                                    end_offset=self.commit_log.max_offset)
         if requests:
-            dispatcher.dispatch_requests(requests, notify=True)
+            table = self.commit_log.topic_queue_table  # next queue offsets, as a master's puts keep them
+            for batch in DispatchBatch.from_requests(requests):
+                dispatcher.dispatch(batch)
+                for key, (first_offset, units) in batch.runs.items():
+                    table[key] = max(table.get(key, 0), first_offset + len(units) // 3)
             self._last_store_timestamp = requests[-1].store_timestamp
             self._put_count += len(requests)
-            table = self.commit_log.topic_queue_table  # next queue offsets, as a master's puts keep them
-            for request in requests:
-                key = (request.topic, request.queue_id)
-                if request.queue_offset >= table.get(key, 0) and enters_consume_queue(request.sys_flag):
-                    table[key] = request.queue_offset + 1
         if end > dispatcher.dispatched_offset:
             dispatcher.dispatched_offset = end
 
@@ -525,11 +524,7 @@ class MessageStore:
             except Exception:  # a listener's bug must not fail a stored put
                 log.exception("append listener failed")
         if self.config.is_sync_flush:
-            if isinstance(requests, PutBatchRequest):
-                wait = requests.wait_store_msg_ok
-            else:
-                wait = any(request.wait_store_msg_ok for request in requests)
-            if wait:
+            if waits_for_store(requests):
                 return result, True
             if self._flush_service is not None:
                 self._flush_service.wakeup()

@@ -22,7 +22,7 @@ def fill_master(store: MessageStore, count: int) -> None:
 def replicate(master: MessageStore, slave: MessageStore, start: int, piece: int) -> int:
     """What a master's HA connection does: transfers of at most `piece` bytes from `start` on."""
     offset = start
-    while (data := master.commit_log.transfer_data(offset, piece)) is not None:
+    while data := master.commit_log.data_from(offset, piece):
         assert slave.append_to_commit_log(offset, data) == offset + len(data)
         offset += len(data)
     return offset
@@ -77,7 +77,7 @@ def test_a_partial_record_waits_for_its_rest(tmp_path: Path) -> None:
         master.put_message(request("Repl", 0, b"a" * 50))
         master.put_message(request("Repl", 0, b"b" * 50))
         first_end = master.get_messages("g", "Repl", 0, 0, 1).buffers[0].__len__()
-        data = master.commit_log.transfer_data(0, 10_000)
+        data = master.commit_log.data_from(0, 10_000)
         assert data is not None
         slave.append_to_commit_log(0, data[:first_end + 20])
         assert slave.get_max_offset_in_queue("Repl", 0) == 1  # the second record is not whole yet
@@ -90,7 +90,7 @@ def test_bytes_that_do_not_continue_the_log_are_refused(tmp_path: Path) -> None:
     slave = MessageStore(small_config(tmp_path / "slave", broker_role=BrokerRole.SLAVE))
     with master, slave:
         fill_master(master, 10)
-        data = master.commit_log.transfer_data(0, 4096)
+        data = master.commit_log.data_from(0, 4096)
         assert data is not None
         with pytest.raises(ValueError, match="not at a segment start"):
             slave.append_to_commit_log(100, data)  # an empty slave starts at a segment start

@@ -48,8 +48,13 @@ from rocketflow.remoting.headers import (
     SendMessageRequestHeader,
     decode_send_header,
 )
-from rocketflow.store.commit_log import AppendResult, PutBatchRequest, PutMessageRequest, PutMessageStatus
-from rocketflow.store.config import BrokerRole
+from rocketflow.store.commit_log import (
+    AppendResult,
+    PutBatchRequest,
+    PutMessageRequest,
+    PutMessageStatus,
+    waits_for_store,
+)
 
 if TYPE_CHECKING:
     from rocketflow.broker.controller import BrokerController
@@ -376,10 +381,8 @@ class SendMessageProcessor:
              batch: bool) -> RemotingCommand | Awaitable[RemotingCommand | None]:
         broker = self.broker
         future = broker.store.put_messages_async(requests)
-        if broker.ha_service is not None and broker.config.store.broker_role is BrokerRole.SYNC_MASTER:
-            wait = requests.wait_store_msg_ok if isinstance(requests, PutBatchRequest) else \
-                any(put.wait_store_msg_ok for put in requests)
-            return self._await_put(request, future, queue_id, batch, wait)
+        if broker.replicates_synchronously:
+            return self._await_put(request, future, queue_id, batch, waits_for_store(requests))
         if future.done():
             return self._put_response(request, future.result(), queue_id, batch)
         return self._await_put(request, future, queue_id, batch, False)
@@ -388,7 +391,7 @@ class SendMessageProcessor:
                          batch: bool, wait_for_replica: bool) -> RemotingCommand:
         result = await asyncio.wrap_future(future)
         if wait_for_replica:
-            result = await self.broker.wait_for_replica(result, True)
+            result = await self.broker.wait_for_replica(result)
         return self._put_response(request, result, queue_id, batch)
 
     def _put_response(self, request: RemotingCommand, result: AppendResult, queue_id: int,
@@ -490,12 +493,12 @@ class SendMessageProcessor:
             return put
         creations.apply(broker)
         future = broker.store.put_messages_async([put])
-        if future.done() and broker.config.store.broker_role is not BrokerRole.SYNC_MASTER:
+        if future.done() and not broker.replicates_synchronously:
             return self._send_back_response(request, future.result())
         return self._await_send_back(request, future)
 
     async def _await_send_back(self, request: RemotingCommand, future: Future[AppendResult]) -> RemotingCommand:
-        result = await self.broker.wait_for_replica(await asyncio.wrap_future(future), True)
+        result = await self.broker.wait_for_replica(await asyncio.wrap_future(future))
         return self._send_back_response(request, result)
 
     def _send_back_response(self, request: RemotingCommand, result: AppendResult) -> RemotingCommand:

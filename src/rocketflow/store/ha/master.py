@@ -240,7 +240,7 @@ class HAConnection:
         try:
             while not self._closed:
                 self.new_data.clear()  # before looking: an append from now on wakes the wait below
-                data = commit_log.transfer_data(next_offset, service.transfer_batch_size)
+                data = commit_log.data_from(next_offset, service.transfer_batch_size)
                 if data:
                     writer.write(encode_transfer_header(next_offset, len(data)))
                     writer.write(data)
