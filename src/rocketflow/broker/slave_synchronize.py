@@ -35,8 +35,6 @@ class SlaveSynchronize:
         self.client = client
         #: the master's broker address (from the name server's answer to a registration)
         self.master_address: str | None = None
-        #: completed `sync_all` rounds
-        self.rounds = 0
 
     async def sync_all(self) -> None:
         """One round; a failed step is logged and the others still run."""
@@ -50,7 +48,6 @@ class SlaveSynchronize:
                 await step(master)
             except (RemotingError, ValueError) as exc:
                 logger.warning("slave: copying %s from master %s failed: %s", what, master, exc)
-        self.rounds += 1
 
     async def _fetch(self, master: str, code: RequestCode, body_type: type[BodyT]) -> BodyT:
         request = RemotingCommand.request(code, language=LanguageCode.JAVA)

@@ -38,8 +38,6 @@ class HAClient:
         self.reported_offset = -1
         #: whether a replication connection is up
         self.connected = False
-        #: replication connections made so far
-        self.sessions = 0
         self._address_changed = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._writer: asyncio.StreamWriter | None = None
@@ -92,7 +90,6 @@ class HAClient:
         reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 5.0)
         self._writer = writer
         self.connected = True
-        self.sessions += 1
         store = self.store
         transfers = TransferReader(self.max_transfer_size)
         try:
