@@ -13,6 +13,7 @@ import dataclasses
 import enum
 import errno
 import logging
+import mmap
 import struct
 import threading
 import time
@@ -108,6 +109,17 @@ class TagsCodeFilter:
 
     def is_matched_by_consume_queue(self, tags_code: int) -> bool:
         return self.codes is None or _to_int32(tags_code) in self.codes
+
+
+class _SegmentClosed(Exception):
+    """A commit-log segment was closed (deleted by retention) while a read still had to copy from it."""
+
+
+def _copy_run(mm: mmap.mmap, start: int, end: int) -> bytes:
+    try:
+        return mm[start:end]
+    except ValueError:
+        raise _SegmentClosed from None
 
 
 @dataclass(slots=True)
@@ -608,14 +620,7 @@ class MessageStore:
             self._get_miss += 1
             return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL,
                                     self._correct(offset, queue.roll_next_file(offset)), min_offset, max_offset)
-        config = self.config
-        commit_files = self.commit_log.files
-        max_phys = commit_files.max_offset
-        memory_limit = self._memory_limit
-        mem_bytes = config.max_transfer_bytes_on_message_in_memory
-        mem_count = config.max_transfer_count_on_message_in_memory
-        disk_bytes = config.max_transfer_bytes_on_message_in_disk
-        disk_count = config.max_transfer_count_on_message_in_disk
+        max_phys = self.commit_log.files.max_offset
         byte_cap = max_bytes if max_bytes is not None and max_bytes > 0 else None
         codes: frozenset[int] | None = None
         generic_filter: MessageFilter | None = None
@@ -631,6 +636,30 @@ class MessageStore:
                                                      max_offset, max_phys)
             if vectorized is not None:
                 return vectorized
+        try:
+            return self._scan_queue(units, offset, max_count, codes, generic_filter, record_filter, byte_cap,
+                                    min_offset, max_offset, max_phys, merge=record_filter is None)
+        except _SegmentClosed:  # retention deleted a segment under the scan: read record by record
+            return self._scan_queue(units, offset, max_count, codes, generic_filter, record_filter, byte_cap,
+                                    min_offset, max_offset, max_phys, merge=False)
+
+    def _scan_queue(self, units: bytes, offset: int, max_count: int, codes: frozenset[int] | None,
+                    generic_filter: MessageFilter | None, record_filter: RecordMessageFilter | None,
+                    byte_cap: int | None, min_offset: int, max_offset: int, max_phys: int, *,
+                    merge: bool) -> GetMessageResult:
+        """`_read_queue`'s walk of the units, one record after the other.
+
+        With ``merge``, records that lie back to back in one segment are copied out as one chunk
+        when the run ends (a copy per record costs twice as much for 4 KiB messages); a segment
+        closed by retention before then raises `_SegmentClosed`, and the caller walks again without.
+        """
+        config = self.config
+        commit_files = self.commit_log.files
+        memory_limit = self._memory_limit
+        mem_bytes = config.max_transfer_bytes_on_message_in_memory
+        mem_count = config.max_transfer_count_on_message_in_memory
+        disk_bytes = config.max_transfer_bytes_on_message_in_disk
+        disk_count = config.max_transfer_count_on_message_in_disk
         status = GetMessageStatus.NO_MATCHED_MESSAGE
         buffers: list[bytes] = []
         queue_offsets: list[int] = []
@@ -643,6 +672,8 @@ class MessageStore:
         seg_mm = None
         seg_file = None
         scanned = 0
+        run_mm: mmap.mmap | None = None  # the pending run of back-to-back records (merge)
+        run_start = run_end = 0
         for phys, size, tags_code in _UNITS.iter_unpack(units):
             max_phys_pulling = phys
             if next_file_start >= 0 and phys < next_file_start:
@@ -673,28 +704,43 @@ class MessageStore:
                     seg_end = seg_from + segment_size
                     seg_mm = seg_file.mm
             data = None
+            readable = False
             if seg_file is not None and seg_mm is not None:
                 rel = phys - seg_from
                 if rel + size <= seg_file.wrote_position and size != 0x7FFFFFFF:
-                    try:
-                        data = seg_mm[rel : rel + size]
-                    except ValueError:  # segment deleted by retention meanwhile
-                        data = None
-            if data is None:
+                    if merge:
+                        readable = True
+                    else:
+                        try:
+                            data = seg_mm[rel : rel + size]
+                            readable = True
+                        except ValueError:  # segment deleted by retention meanwhile
+                            pass
+            if not readable:
                 if total == 0:
                     status = GetMessageStatus.MESSAGE_WAS_REMOVING
                 next_file_start = phys + segment_size - phys % segment_size
                 seg_from = seg_end = -1
                 continue
-            if record_filter is not None and not record_filter.is_matched_by_commit_log(data):
+            if data is None:
+                if run_mm is seg_mm and rel == run_end:
+                    run_end += size
+                else:
+                    if run_mm is not None:
+                        buffers.append(_copy_run(run_mm, run_start, run_end))
+                    run_mm, run_start, run_end = seg_mm, rel, rel + size
+            elif record_filter is not None and not record_filter.is_matched_by_commit_log(data):
                 next_file_start = -1
                 continue
-            buffers.append(data)
+            else:
+                buffers.append(data)
             queue_offsets.append(offset + scanned - 1)
             total += size
             count += 1
             status = GetMessageStatus.FOUND
             next_file_start = -1
+        if run_mm is not None:
+            buffers.append(_copy_run(run_mm, run_start, run_end))
         if status is GetMessageStatus.FOUND:
             self._get_found += 1
         else:

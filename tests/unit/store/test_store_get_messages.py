@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -11,6 +12,7 @@ from conftest import request, small_config
 from rocketflow.protocol.codec import decode_records
 from rocketflow.protocol.tags import tags_code
 from rocketflow.store import GetMessageStatus, MessageStore, TagsCodeFilter
+from rocketflow.store.message_store import GetMessageResult
 
 S = GetMessageStatus
 
@@ -200,6 +202,15 @@ def test_big_pulls_scanned_with_numpy_match_the_loop(make_store: Callable[..., M
                 assert store.put_messages(part).status.is_ok
     memory_limit = store._memory_limit
     vectorized = 0
+    scan_with_numpy = store._read_queue_vectorized
+
+    def counted_scan(*args: Any) -> GetMessageResult | None:
+        nonlocal vectorized
+        result = scan_with_numpy(*args)
+        vectorized += result is not None
+        return result
+
+    store._read_queue_vectorized = counted_scan  # type: ignore[method-assign]
     try:
         for queue_id, offset, max_count, tags, max_bytes, limit in itertools.product(
                 (0, 1), range(0, 1500, 83), (128, 201, 400, 1500), ((), ("A",), ("A", "C"), ("Z",)),
@@ -215,8 +226,66 @@ def test_big_pulls_scanned_with_numpy_match_the_loop(make_store: Callable[..., M
                 (loop.status, loop.next_begin_offset, loop.min_offset, loop.max_offset, loop.queue_offsets,
                  loop.buffer_total_size, loop.suggest_pulling_from_slave)
             assert fast.buffers == loop.buffers and fast.body() == loop.body()
-            vectorized += len(fast.chunks) < len(loop.chunks)
     finally:
         store._memory_limit = memory_limit
-    assert vectorized > 500     # most of these pulls were answered by the numpy scan, in fewer chunks
+    assert vectorized > 500     # most of these pulls were answered by the numpy scan
     assert len(store.commit_log.files.files) > 2
+
+
+def _expected_records(store: MessageStore, queue_id: int, offset: int, count: int,
+                      codes: frozenset[int] | None = None) -> list[bytes]:
+    """The records of a queue read one by one through the consume-queue units (the reference)."""
+    queue = store.consume_queues.find("T", queue_id)
+    assert queue is not None
+    records: list[bytes] = []
+    for logic in range(offset, queue.max_offset):
+        unit = queue.unit_at(logic)
+        assert unit is not None
+        phys, size, code = unit
+        if codes is None or code in codes:
+            record = store.commit_log.read(phys, size)
+            assert record is not None
+            records.append(record)
+        if len(records) == count:
+            break
+    return records
+
+
+@pytest.mark.parametrize("tags", [None, "TagA"])
+def test_back_to_back_records_are_copied_as_one_chunk(make_store: Callable[..., MessageStore],
+                                                      tags: str | None) -> None:
+    store = make_store()
+    # batches of two queues alternate, so each queue's records lie back to back only within a batch,
+    # and the small segments end mid-queue
+    for batch in range(12):
+        store.put_messages([request(queue_id=batch % 2, body=bytes([batch, i]) * (20 + 37 * i),
+                                    TAGS="TagA" if i % 3 else "TagB") for i in range(5)])
+    codes = frozenset({tags_code(tags)}) if tags else None
+    message_filter = TagsCodeFilter(codes) if codes else None
+    for queue_id in (0, 1):
+        offset = 0
+        while True:
+            got = store.get_messages("g", "T", queue_id, offset, 8, message_filter)
+            if got.status is not S.FOUND:
+                break
+            assert got.buffers == _expected_records(store, queue_id, offset, got.message_count, codes)
+            assert len(got.chunks) < got.message_count or got.message_count == 1
+            assert sum(map(len, got.chunks)) == got.buffer_total_size
+            offset = got.next_begin_offset
+        assert offset == 30
+
+
+def test_a_segment_closed_under_a_read_is_never_served(make_store: Callable[..., MessageStore]) -> None:
+    store = make_store()
+    fill(store, 30)
+    first = store.commit_log.files.files[0]
+    # the window in which retention has closed the mapping but not yet dropped it from the list
+    first.close()
+    got = store.get_messages("g", "T", 0, 0, 4)
+    assert got.status is S.MESSAGE_WAS_REMOVING and not got.chunks and got.next_begin_offset > 0
+    offset = got.next_begin_offset
+    while (later := store.get_messages("g", "T", 0, offset, 32)).status is S.MESSAGE_WAS_REMOVING:
+        offset = later.next_begin_offset
+    assert later.status is S.FOUND
+    assert store.get_commit_log_offset_in_queue("T", 0, later.queue_offsets[0]) >= first.file_size  # past it
+    assert later.buffers == _expected_records(store, 0, later.queue_offsets[0], later.message_count)
