@@ -17,14 +17,22 @@ from typing import Any
 from rocketflow.protocol.codec import (
     BLANK_MAGIC_CODE,
     MAGIC_CODE,
+    MAX_PROPERTIES_BYTES,
+    MAX_TOPIC_BYTES,
     RECORD_FIXED_SIZE_V4,
+    SYS_FLAG_POSITION,
     RecordDecodeError,
     decode_record,
 )
 from rocketflow.protocol.ids import HOST_SIZE_V6, offset_msg_id_from_packed, pack_host
 from rocketflow.protocol.message import MessageConst, MessageExt
 from rocketflow.protocol.names import SCHEDULE_TOPIC
-from rocketflow.protocol.properties import InvalidPropertyError, decode_properties_bytes, encode_properties_bytes
+from rocketflow.protocol.properties import (
+    InvalidPropertyError,
+    decode_properties,
+    decode_properties_bytes,
+    encode_properties_bytes,
+)
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.protocol.tags import tags_code as compute_tags_code
 from rocketflow.store.config import StoreConfig
@@ -213,22 +221,6 @@ def waits_for_store(requests: Sequence[PutMessageRequest] | PutBatchRequest) -> 
 
 
 @dataclass(slots=True)
-class DispatchRequest:
-    """What a stored record contributes to consume queues and the index."""
-
-    topic: str
-    queue_id: int
-    queue_offset: int
-    commit_log_offset: int
-    size: int
-    tags_code: int
-    store_timestamp: int
-    keys: str | None
-    uniq_key: str | None
-    sys_flag: int
-
-
-@dataclass(slots=True)
 class DispatchBatch:
     """Consume-queue units and index keys of a batch of stored records, grouped for cheap dispatch.
 
@@ -243,41 +235,8 @@ class DispatchBatch:
     index_timestamps: list[int] = field(default_factory=list)
     store_timestamp: int = 0
     end_offset: int = 0
-
-    @classmethod
-    def from_requests(cls, requests: Sequence[DispatchRequest]) -> list[DispatchBatch]:
-        """Group per-record requests (recovery); a new batch starts where queue offsets jump."""
-        batches: list[DispatchBatch] = []
-        batch = cls()
-        for request in requests:
-            key = (request.topic, request.queue_id)
-            if enters_consume_queue(request.sys_flag):
-                run = batch.runs.get(key)
-                if run is not None and run[0] + len(run[1]) // 3 != request.queue_offset:
-                    batches.append(batch)
-                    batch = cls()
-                    run = None
-                if run is None:
-                    batch.runs[key] = run = [request.queue_offset, []]
-                run[1].extend((request.commit_log_offset, request.size, request.tags_code))
-            add_index_keys(batch, request.topic, request.keys, request.uniq_key, request.commit_log_offset,
-                           request.store_timestamp)
-            batch.store_timestamp = request.store_timestamp
-            batch.end_offset = request.commit_log_offset + request.size
-        batches.append(batch)
-        return batches
-
-
-def add_index_keys(batch: DispatchBatch, topic: str, keys: str | None, uniq_key: str | None,
-                   phys: int, store_timestamp: int) -> None:
-    """Append the index entries of one record: `topic#UNIQ_KEY` and `topic#word` per KEYS word."""
-    words = [uniq_key] if uniq_key else []
-    if keys:
-        words.extend(word for word in keys.split(MessageConst.KEY_SEPARATOR) if word)
-    for word in words:
-        batch.index_keys.append(f"{topic}#{word}".encode("utf-8", "replace"))
-        batch.index_offsets.append(phys)
-        batch.index_timestamps.append(store_timestamp)
+    #: records the batch covers (with those that enter no consume queue)
+    record_count: int = 0
 
 
 @dataclass(slots=True)
@@ -340,6 +299,33 @@ def _zero_tailed_last_record(mm: mmap.mmap, pos: int, total: int, sys_flag: int,
         return True
     magic: int = _BLANK.unpack_from(mm, following)[1]
     return magic != MAGIC_CODE and magic != BLANK_MAGIC_CODE
+
+
+#: records per `DispatchBatch` a commit-log scan hands over
+SCAN_BATCH_RECORDS = 4096
+#: the low byte of the sys flag, whose bits 4 and 5 say which hosts are IPv6 (and so the head's size)
+_SYS_FLAG_LOW_BYTE = SYS_FLAG_POSITION + 3
+#: what a scan reads of a record's head (up to the body length), hosts skipped; by the sys flag's v6 bits
+_SCAN_HEADS = tuple(struct.Struct(f">iiii4xqqi8x{born}xq{store}x12xi")
+                    for born, store in ((8, 8), (20, 8), (8, 20), (20, 20)))
+_MIN_RECORD_SIZE = _SCAN_HEADS[0].size + 3
+_scan_topic_cache: dict[bytes, str] = {}
+
+
+def _scan_topic(raw: bytes, phys: int) -> str | None:
+    """A record's topic from its bytes (cached), or None (logged) when it cannot be one."""
+    try:
+        topic = raw.decode("utf-8")
+    except UnicodeDecodeError:
+        log.warning("commit log: record at %d: topic is not valid UTF-8", phys)
+        return None
+    if "\x00" in topic:  # a tear zeroed the topic's tail (and no topic holds NUL)
+        log.warning("commit log: record at %d has a NUL in its topic", phys)
+        return None
+    if len(_scan_topic_cache) >= 4096:
+        _scan_topic_cache.clear()
+    _scan_topic_cache[raw] = topic
+    return topic
 
 
 class IllegalMessageError(ValueError):
@@ -806,84 +792,163 @@ class CommitLog:
         self,
         start_offset: int,
         verify_crc: bool,
-        on_record: Callable[[DispatchRequest], None] | None,
+        on_batch: Callable[[DispatchBatch], None] | None,
         after_crash: bool = False,
         end_offset: int | None = None,
+        *,
+        dispatch_from: int = 0,
+        batch_records: int = SCAN_BATCH_RECORDS,
     ) -> int:
         """Walk records from `start_offset` while they are valid; returns the offset where they end.
 
-        A record is valid when its magic, size, position field and (optionally) body CRC check out.
-        The first invalid record ends the log: the caller truncates there. `after_crash` (abnormal
-        recovery) also ends it at a record whose properties end in NUL with no record after it: a
-        power loss tore it (the body CRC does not cover the properties). Only a crashed last record
-        whose last property value really ends in NUL is dropped by mistake. With `end_offset` (a
-        slave's replicated data) the walk stops before a record, or end-of-segment blank, that is
-        not wholly below it.
+        A record is valid when its magic, size, layout (body, topic and properties lengths add up to
+        its size, topic and properties are UTF-8, the topic holds no NUL), position field and
+        (optionally) body CRC check out. The first invalid record ends the log: the caller truncates
+        there. `after_crash` (abnormal recovery) also ends it at a record whose properties end in NUL
+        with no record after it: a power loss tore it (the body CRC does not cover the properties).
+        Only a crashed last record whose last property value really ends in NUL is dropped by
+        mistake. With `end_offset` (a slave's replicated data) the walk stops before a record, or
+        end-of-segment blank, that is not wholly below it.
+
+        With `on_batch`, the consume-queue units and index keys of the valid records from
+        `dispatch_from` on are handed over in `DispatchBatch`es of up to `batch_records` records
+        (a new one starts where a queue's offsets do not follow on). The fields are read straight
+        from the mapped segments, no message objects built: this walk is what a restart, crash
+        recovery and a slave's dispatch spend their time in.
         """
         files = self.files.files
         if not files:
             return start_offset
         segment_size = self.segment_size
         delay_levels = self.config.delay_levels_ms
+        heads = _SCAN_HEADS
+        topics = _scan_topic_cache
+        crc32 = zlib.crc32
+        separator = MessageConst.KEY_SEPARATOR
+        batch = DispatchBatch()
+        runs = batch.runs
+        index_keys, index_offsets, index_timestamps = batch.index_keys, batch.index_offsets, batch.index_timestamps
+        in_batch = 0
         offset = max(start_offset, files[0].file_from_offset)
-        for mapped in files:
-            base = mapped.file_from_offset
-            if base + segment_size <= offset:
-                continue
-            if base > offset:
-                break  # a gap between segments ends the log
-            pos = offset - base
-            mm = mapped.mm
-            limit = segment_size if end_offset is None else min(segment_size, end_offset - base)
-            while True:
-                if pos + 8 > limit:
-                    return base + pos
-                total, magic = _BLANK.unpack_from(mm, pos)
-                if magic == BLANK_MAGIC_CODE and total == segment_size - pos:
-                    if limit < segment_size:
-                        return base + pos
-                    offset = base + segment_size
-                    break
-                if magic != MAGIC_CODE or total <= 0 or pos + total > limit:
-                    return base + pos
-                request = self._check_record(mapped, pos, total, base + pos, verify_crc, delay_levels)
-                if request is None:
-                    return base + pos
-                if after_crash and mm[pos + total - 1] == 0 and _zero_tailed_last_record(
-                        mm, pos, total, request.sys_flag, segment_size):
-                    log.warning("commit log: record at %d ends in zeroed properties: torn by the crash", base + pos)
-                    return base + pos
-                if on_record is not None:
-                    on_record(request)
-                pos += total
-        return offset
-
-    @staticmethod
-    def _check_record(mapped: MappedFile, pos: int, total: int, phys: int, verify_crc: bool,
-                      delay_levels: Sequence[int]) -> DispatchRequest | None:
-        record = mapped.mm[pos : pos + total]
         try:
-            msg, end = decode_record(record, 0, verify_crc=verify_crc, with_body=False)
-        except RecordDecodeError as exc:
-            log.warning("commit log: invalid record at %d: %s", phys, exc)
-            return None
-        if msg.commit_log_offset != phys or end != total:
-            log.warning("commit log: record at %d claims offset %d", phys, msg.commit_log_offset)
-            return None
-        if "\x00" in msg.topic:  # a tear zeroed the topic's tail (and no topic holds NUL)
-            log.warning("commit log: record at %d has a NUL in its topic", phys)
-            return None
-        properties = msg.properties
-        tags = compute_tags_code(properties.get(MessageConst.TAGS))
-        if msg.topic == SCHEDULE_TOPIC:
-            deliver_at = schedule_tags_code(properties, msg.store_timestamp, delay_levels)
-            if deliver_at is not None:
-                tags = deliver_at
-        return DispatchRequest(
-            msg.topic, msg.queue_id, msg.queue_offset, phys, total, tags, msg.store_timestamp,
-            properties.get(MessageConst.KEYS), properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-            msg.sys_flag,
-        )
+            for mapped in files:
+                base = mapped.file_from_offset
+                if base + segment_size <= offset:
+                    continue
+                if base > offset:
+                    break  # a gap between segments ends the log
+                pos = offset - base
+                mm = mapped.mm
+                limit = segment_size if end_offset is None else min(segment_size, end_offset - base)
+                while True:
+                    if pos + 8 > limit:
+                        return base + pos
+                    total, magic = _BLANK.unpack_from(mm, pos)
+                    if magic == BLANK_MAGIC_CODE and total == segment_size - pos:
+                        if limit < segment_size:
+                            return base + pos
+                        offset = base + segment_size
+                        break
+                    phys = base + pos
+                    if magic != MAGIC_CODE or total <= 0 or pos + total > limit or total < _MIN_RECORD_SIZE:
+                        return phys
+                    head = heads[(mm[pos + _SYS_FLAG_LOW_BYTE] >> 4) & 3]
+                    if total < head.size + 3:
+                        log.warning("commit log: record at %d declares a size of %d bytes, below the minimum",
+                                    phys, total)
+                        return phys
+                    _, _, stored_crc, queue_id, queue_offset, stored_phys, sys_flag, store_timestamp, body_len = \
+                        head.unpack_from(mm, pos)
+                    record_end = pos + total
+                    body_start = pos + head.size
+                    body_end = body_start + body_len
+                    if body_len < 0 or body_end + 3 > record_end:
+                        log.warning("commit log: record at %d: body length %d does not fit its size", phys, body_len)
+                        return phys
+                    topic_len = mm[body_end]
+                    topic_end = body_end + 1 + topic_len
+                    if topic_len > MAX_TOPIC_BYTES or topic_end + 2 > record_end:
+                        log.warning("commit log: record at %d: topic length does not fit its size", phys)
+                        return phys
+                    props_start = topic_end + 2
+                    props_len = (mm[topic_end] << 8) | mm[topic_end + 1]
+                    if props_len > MAX_PROPERTIES_BYTES or props_start + props_len != record_end:
+                        log.warning("commit log: record at %d: properties do not end where the record does", phys)
+                        return phys
+                    if stored_phys != phys:
+                        log.warning("commit log: record at %d claims offset %d", phys, stored_phys)
+                        return phys
+                    raw_topic = mm[body_end + 1:topic_end]
+                    topic = topics.get(raw_topic)
+                    if topic is None:
+                        topic = _scan_topic(raw_topic, phys)
+                        if topic is None:
+                            return phys
+                    try:
+                        properties_text = mm[props_start:record_end].decode("utf-8")
+                    except UnicodeDecodeError:
+                        log.warning("commit log: record at %d: properties are not valid UTF-8", phys)
+                        return phys
+                    if verify_crc and crc32(mm[body_start:body_end]) & 0x7FFFFFFF != stored_crc:
+                        log.warning("commit log: record at %d: body CRC does not match", phys)
+                        return phys
+                    if after_crash and mm[record_end - 1] == 0 and _zero_tailed_last_record(
+                            mm, pos, total, sys_flag, segment_size):
+                        log.warning("commit log: record at %d ends in zeroed properties: torn by the crash", phys)
+                        return phys
+                    pos = record_end
+                    if on_batch is None or phys < dispatch_from:
+                        continue
+                    properties = decode_properties(properties_text) if properties_text else {}
+                    transaction = sys_flag & _TRANSACTION_MASK
+                    if transaction != _PREPARED and transaction != _ROLLBACK:
+                        tags = compute_tags_code(properties.get(MessageConst.TAGS))
+                        if topic == SCHEDULE_TOPIC:
+                            deliver_at = schedule_tags_code(properties, store_timestamp, delay_levels)
+                            if deliver_at is not None:
+                                tags = deliver_at
+                        key = (topic, queue_id)
+                        run = runs.get(key)
+                        if run is not None and run[0] + len(run[1]) // 3 != queue_offset:
+                            batch.record_count = in_batch
+                            on_batch(batch)
+                            batch = DispatchBatch()
+                            runs = batch.runs
+                            index_keys, index_offsets = batch.index_keys, batch.index_offsets
+                            index_timestamps = batch.index_timestamps
+                            in_batch = 0
+                            run = None
+                        if run is None:
+                            runs[key] = run = [queue_offset, []]
+                        run[1].extend((phys, total, tags))
+                    uniq = properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+                    if uniq:
+                        index_keys.append(f"{topic}#{uniq}".encode("utf-8", "replace"))
+                        index_offsets.append(phys)
+                        index_timestamps.append(store_timestamp)
+                    keys = properties.get(MessageConst.KEYS)
+                    if keys:
+                        for word in keys.split(separator):
+                            if word:
+                                index_keys.append(f"{topic}#{word}".encode("utf-8", "replace"))
+                                index_offsets.append(phys)
+                                index_timestamps.append(store_timestamp)
+                    batch.store_timestamp = store_timestamp
+                    batch.end_offset = record_end + base
+                    in_batch += 1
+                    if in_batch >= batch_records:
+                        batch.record_count = in_batch
+                        on_batch(batch)
+                        batch = DispatchBatch()
+                        runs = batch.runs
+                        index_keys, index_offsets = batch.index_keys, batch.index_offsets
+                        index_timestamps = batch.index_timestamps
+                        in_batch = 0
+            return offset
+        finally:
+            if in_batch and on_batch is not None:
+                batch.record_count = in_batch
+                on_batch(batch)
 
     def append_data(self, offset: int, data: bytes) -> None:
         """Write replicated commit-log bytes at `offset` (a slave's HA client); the caller holds the put lock.

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import logging
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
-from rocketflow.store.commit_log import DispatchBatch, DispatchRequest
+from rocketflow.store.commit_log import DispatchBatch
 from rocketflow.store.consume_queue import ConsumeQueueTable
 from rocketflow.store.index import IndexService
 
@@ -69,9 +69,3 @@ class Dispatcher:
                             listener(topic, queue_id, first_offset + i, values[3 * i + 2], store_timestamp)
                         except Exception:  # a listener's bug must not break the store
                             log.exception("dispatch listener failed")
-
-    def dispatch_requests(self, requests: Sequence[DispatchRequest], *, notify: bool = False) -> None:
-        """Dispatch per-record requests (recovery re-reading the commit log)."""
-        if requests:
-            for batch in DispatchBatch.from_requests(requests):
-                self.dispatch(batch, notify=notify)

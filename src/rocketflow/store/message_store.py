@@ -35,7 +35,6 @@ from rocketflow.store.commit_log import (
     AppendResult,
     CommitLog,
     DispatchBatch,
-    DispatchRequest,
     IllegalMessageError,
     PutBatchRequest,
     PutMessageRequest,
@@ -65,8 +64,6 @@ _UNIT_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 VECTORIZED_PULL_MIN = 128
 _INT32_MASK = 0xFFFFFFFF
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
-#: records re-dispatched per batch during recovery
-_RECOVERY_BATCH = 4096
 
 
 class GetMessageStatus(enum.Enum):
@@ -312,16 +309,7 @@ class MessageStore:
                         config.store_root, start)
             for queue in self.consume_queues:
                 queue.truncate_dirty(start)
-            pending: list[DispatchRequest] = []
-
-            def collect(request: DispatchRequest) -> None:
-                pending.append(request)
-                if len(pending) >= _RECOVERY_BATCH:
-                    self.dispatcher.dispatch_requests(pending)
-                    pending.clear()
-
-            end = commit_log.scan(start, config.check_crc_on_recover, collect, after_crash=True)
-            self.dispatcher.dispatch_requests(pending)
+            end = commit_log.scan(start, config.check_crc_on_recover, self._dispatch_recovered, after_crash=True)
         commit_log.set_max_offset(end)
         for queue in self.consume_queues:
             queue.truncate_dirty(end)
@@ -348,18 +336,11 @@ class MessageStore:
         # only records at or after `start`; units already present are skipped by the queues.
         segment_start = start - start % self.commit_log.segment_size
         segment_start = max(segment_start, self.commit_log.min_offset)
-        pending: list[DispatchRequest] = []
+        self.commit_log.scan(segment_start, False, self._dispatch_recovered, end_offset=end, dispatch_from=start)
 
-        def collect(request: DispatchRequest) -> None:
-            if request.commit_log_offset < start or request.commit_log_offset >= end:
-                return
-            pending.append(request)
-            if len(pending) >= _RECOVERY_BATCH:
-                self.dispatcher.dispatch_requests(pending)
-                pending.clear()
-
-        self.commit_log.scan(segment_start, False, collect)
-        self.dispatcher.dispatch_requests(pending)
+    def _dispatch_recovered(self, batch: DispatchBatch) -> None:
+        """Dispatch records recovery walked (no listeners: no pull waits for them yet)."""
+        self.dispatcher.dispatch(batch, notify=False)
 
     def _rebuild_topic_queue_table(self) -> None:
         min_phys = self.commit_log.min_offset
@@ -432,19 +413,18 @@ class MessageStore:
     def _reput(self) -> None:
         """Dispatch the whole records between the dispatched offset and the commit log's end (a slave)."""
         dispatcher = self.dispatcher
-        requests: list[DispatchRequest] = []
-        end = self.commit_log.scan(dispatcher.dispatched_offset, False, requests.append,
+        end = self.commit_log.scan(dispatcher.dispatched_offset, False, self._dispatch_replicated,
                                    end_offset=self.commit_log.max_offset)
-        if requests:
-            table = self.commit_log.topic_queue_table  # next queue offsets, as a master's puts keep them
-            for batch in DispatchBatch.from_requests(requests):
-                dispatcher.dispatch(batch)
-                for key, (first_offset, units) in batch.runs.items():
-                    table[key] = max(table.get(key, 0), first_offset + len(units) // 3)
-            self._last_store_timestamp = requests[-1].store_timestamp
-            self._put_count += len(requests)
         if end > dispatcher.dispatched_offset:
             dispatcher.dispatched_offset = end
+
+    def _dispatch_replicated(self, batch: DispatchBatch) -> None:
+        self.dispatcher.dispatch(batch)
+        table = self.commit_log.topic_queue_table  # next queue offsets, as a master's puts keep them
+        for key, (first_offset, units) in batch.runs.items():
+            table[key] = max(table.get(key, 0), first_offset + len(units) // 3)
+        self._last_store_timestamp = batch.store_timestamp
+        self._put_count += batch.record_count
 
     def put_message(self, request: PutMessageRequest) -> AppendResult:
         """Store one message; under SYNC_FLUSH, blocks until flushed (or FLUSH_DISK_TIMEOUT)."""

@@ -9,7 +9,7 @@ import pytest
 
 from conftest import request, small_config
 from rocketflow.store import BrokerRole, MessageStore
-from rocketflow.store.commit_log import DispatchRequest
+from rocketflow.store.commit_log import DispatchBatch
 from rocketflow.store.errors import StoreNotRunningError
 
 
@@ -107,15 +107,19 @@ def test_bytes_that_do_not_continue_the_log_are_refused(tmp_path: Path) -> None:
 def test_an_empty_slave_may_start_at_a_later_segment(tmp_path: Path) -> None:
     master = MessageStore(small_config(tmp_path / "master"))
     slave = MessageStore(small_config(tmp_path / "slave", broker_role=BrokerRole.SLAVE))
-    requests: list[DispatchRequest] = []
+    batches: list[DispatchBatch] = []
     with master, slave:
         fill_master(master, 120)
         last = master.commit_log.files.files[-1].file_from_offset  # where a master starts an empty slave
         assert last > 0
         end = replicate(master, slave, last, 512)
         assert slave.commit_log.min_offset == last and end == master.commit_log.max_offset
-        master.commit_log.scan(last, False, requests.append)
-        for topic, queue_id in {(r.topic, r.queue_id) for r in requests}:
-            first = min(r.queue_offset for r in requests if (r.topic, r.queue_id) == (topic, queue_id))
+        master.commit_log.scan(last, False, batches.append)
+        firsts: dict[tuple[str, int], int] = {}
+        for batch in batches:
+            for key, (first_offset, _) in batch.runs.items():
+                firsts[key] = min(firsts.get(key, first_offset), first_offset)
+        assert firsts
+        for (topic, queue_id), first in firsts.items():
             got = slave.get_messages("g", topic, queue_id, first, 32)
             assert got.buffers == master.get_messages("g", topic, queue_id, first, 32).buffers
