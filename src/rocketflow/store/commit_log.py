@@ -901,23 +901,24 @@ class CommitLog:
                         continue
                     properties = decode_properties(properties_text) if properties_text else {}
                     transaction = sys_flag & _TRANSACTION_MASK
-                    if transaction != _PREPARED and transaction != _ROLLBACK:
+                    in_queue = transaction != _PREPARED and transaction != _ROLLBACK
+                    key = (topic, queue_id)
+                    run = runs.get(key) if in_queue else None
+                    if in_batch >= batch_records or (run is not None and run[0] + len(run[1]) // 3 != queue_offset):
+                        batch.record_count = in_batch
+                        on_batch(batch)
+                        batch = DispatchBatch()
+                        runs = batch.runs
+                        index_keys, index_offsets = batch.index_keys, batch.index_offsets
+                        index_timestamps = batch.index_timestamps
+                        in_batch = 0
+                        run = None
+                    if in_queue:
                         tags = compute_tags_code(properties.get(MessageConst.TAGS))
                         if topic == SCHEDULE_TOPIC:
                             deliver_at = schedule_tags_code(properties, store_timestamp, delay_levels)
                             if deliver_at is not None:
                                 tags = deliver_at
-                        key = (topic, queue_id)
-                        run = runs.get(key)
-                        if run is not None and run[0] + len(run[1]) // 3 != queue_offset:
-                            batch.record_count = in_batch
-                            on_batch(batch)
-                            batch = DispatchBatch()
-                            runs = batch.runs
-                            index_keys, index_offsets = batch.index_keys, batch.index_offsets
-                            index_timestamps = batch.index_timestamps
-                            in_batch = 0
-                            run = None
                         if run is None:
                             runs[key] = run = [queue_offset, []]
                         run[1].extend((phys, total, tags))
@@ -936,14 +937,6 @@ class CommitLog:
                     batch.store_timestamp = store_timestamp
                     batch.end_offset = record_end + base
                     in_batch += 1
-                    if in_batch >= batch_records:
-                        batch.record_count = in_batch
-                        on_batch(batch)
-                        batch = DispatchBatch()
-                        runs = batch.runs
-                        index_keys, index_offsets = batch.index_keys, batch.index_offsets
-                        index_timestamps = batch.index_timestamps
-                        in_batch = 0
             return offset
         finally:
             if in_batch and on_batch is not None:
