@@ -11,7 +11,6 @@ import ast
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -28,22 +27,12 @@ DEV_STOP_TIMEOUT = 20.0
 NAMESRV_LINE = re.compile(r"namesrv listening on (\S+)")
 
 
-def _free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 @pytest.fixture(scope="module")
 def namesrv(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """``rocketflow dev`` on free ports; yields its name server address, stops it by pid afterwards."""
     work_dir = tmp_path_factory.mktemp("examples-dev")
-    namesrv_port = _free_port()
-    broker_port = _free_port()
-    while broker_port == namesrv_port:
-        broker_port = _free_port()
     argv = [sys.executable, "-c", "from rocketflow.cli.main import cli; cli(prog_name='rocketflow')", "dev",
-            "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
+            "--namesrv-port", "0", "--broker-port", "0",
             "--store-dir", str(work_dir / "store"),
             # transactions.py: check pending transactions back every second instead of every minute
             "--set", "transactionCheckInterval=1000", "--set", "transactionTimeOut=1000"]

@@ -19,7 +19,6 @@ import platform
 import re
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -392,12 +391,6 @@ def clients(tmp_path: Path, alions_install: AliOnsInstall, cpp_client_install: C
 # ============================================================================ rocketflow dev
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
 def rocketflow_command() -> list[str]:
     script = Path(sys.executable).with_name("rocketflow")
     if script.exists():
@@ -433,13 +426,9 @@ DEV_STOP_TIMEOUT = 20.0
 @pytest.fixture
 def dev_cluster(tmp_path: Path) -> Iterator[DevCluster]:
     """``rocketflow dev`` on free ports with a fresh store, stopped by its pid (SIGTERM) afterwards."""
-    namesrv_port = free_port()
-    broker_port = free_port()
-    while broker_port == namesrv_port:
-        broker_port = free_port()
     store_dir = tmp_path / "store"
     log_path = tmp_path / "rocketflow-dev.log"
-    argv = [*rocketflow_command(), "dev", "--namesrv-port", str(namesrv_port), "--broker-port", str(broker_port),
+    argv = [*rocketflow_command(), "dev", "--namesrv-port", "0", "--broker-port", "0",
             "--store-dir", str(store_dir)]
     log_file = open(log_path, "wb")  # noqa: SIM115 (closed below)
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
