@@ -12,13 +12,17 @@ import concurrent.futures
 import dataclasses
 import enum
 import errno
+import functools
 import logging
 import mmap
 import struct
 import threading
 import time
+from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from itertools import accumulate
+from operator import add
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -57,6 +61,13 @@ from rocketflow.store.index import IndexService
 log = logging.getLogger(__name__)
 
 _UNITS = struct.Struct(">qiq")
+
+
+@functools.lru_cache(maxsize=256)
+def _units_struct(count: int) -> struct.Struct:
+    """``count`` consume-queue units as one struct (phys, size, tags code, phys, ...)."""
+    return struct.Struct(">" + "qiq" * count)
+
 _I32 = struct.Struct(">i")
 #: A consume-queue unit as numpy reads it: commit-log offset, size, tags code (big-endian).
 _UNIT_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
@@ -594,6 +605,15 @@ class MessageStore:
             return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL,
                                     self._correct(offset, queue.roll_next_file(offset)), min_offset, max_offset)
         cq_file, position, readable_end = found
+        if 0 < max_count < self.vectorized_pull_min and (
+                message_filter is None or type(message_filter) is TagsCodeFilter):
+            # the common pull: the next records, back to back in the commit log, all matching
+            run_units = cq_file.read(position, min(readable_end - position, (max_count + 1) * CQ_UNIT_SIZE))
+            if run_units:
+                run_codes = message_filter.codes if message_filter is not None else None
+                run = self._read_run(run_units, offset, max_count, run_codes, max_bytes, min_offset, max_offset)
+                if run is not None:
+                    return run
         scan_bytes = min(readable_end - position, max(16000, max_count * CQ_UNIT_SIZE))
         units = cq_file.read(position, scan_bytes) if scan_bytes > 0 else None
         if units is None:
@@ -622,6 +642,61 @@ class MessageStore:
         except _SegmentClosed:  # retention deleted a segment under the scan: read record by record
             return self._scan_queue(units, offset, max_count, codes, generic_filter, record_filter, byte_cap,
                                     min_offset, max_offset, max_phys, merge=False)
+
+    def _read_run(self, units: bytes, offset: int, max_count: int, codes: frozenset[int] | None,
+                  max_bytes: int | None, min_offset: int, max_offset: int) -> GetMessageResult | None:
+        """`_scan_queue`'s result for a pull whose records lie back to back in one segment, in memory,
+        and all pass the filter: found without a loop over the units, copied as one chunk.
+
+        ``units`` holds up to ``max_count + 1`` units (the walk looks at the unit after the last it
+        takes). Returns None, for the walk to decide, whenever any of that does not hold.
+        """
+        available = len(units) // CQ_UNIT_SIZE
+        values = _units_struct(available).unpack_from(units)
+        phys = values[0::3]
+        sizes = values[1::3]
+        first = phys[0]
+        max_phys = self.commit_log.files.max_offset
+        memory_limit = self._memory_limit
+        if max_phys - first > memory_limit:
+            return None  # on disk: the walk applies the disk limits
+        config = self.config
+        limit_count = min(max_count, max(config.max_transfer_count_on_message_in_memory, 1), available)
+        limit_bytes = config.max_transfer_bytes_on_message_in_memory
+        if max_bytes is not None and 0 < max_bytes < limit_bytes:
+            limit_bytes = max_bytes
+        ends = list(accumulate(sizes[:limit_count]))
+        # the first record is taken whatever its size; the walk stops at the first that passes a limit
+        count = max(bisect_right(ends, limit_bytes), 1)
+        if min(sizes[:count]) <= 0 or max(sizes[:count]) >= 0x7FFFFFFF:
+            return None
+        if count > 1 and tuple(map(add, phys[:count - 1], sizes[:count - 1])) != phys[1:count]:
+            return None
+        if codes is not None and not codes.issuperset(values[2:count * 3:3]):
+            return None  # int32-cast matching and skipping are the walk's
+        segment = self.commit_log.files.find(first)
+        if segment is None:
+            return None
+        start = first - segment.file_from_offset
+        end = start + ends[count - 1]
+        if end > segment.wrote_position:
+            return None
+        try:
+            data = _copy_run(segment.mm, start, end)
+        except _SegmentClosed:
+            return None
+        self._get_found += 1
+        return GetMessageResult(
+            status=GetMessageStatus.FOUND,
+            next_begin_offset=offset + count,
+            min_offset=min_offset,
+            max_offset=max_offset,
+            chunks=[data],
+            queue_offsets=list(range(offset, offset + count)),
+            buffer_total_size=ends[count - 1],
+            # every unit the walk would look at lies at or after `first`, within the memory limit
+            suggest_pulling_from_slave=False,
+        )
 
     def _scan_queue(self, units: bytes, offset: int, max_count: int, codes: frozenset[int] | None,
                     generic_filter: MessageFilter | None, record_filter: RecordMessageFilter | None,

@@ -289,3 +289,53 @@ def test_a_segment_closed_under_a_read_is_never_served(make_store: Callable[...,
     assert later.status is S.FOUND
     assert store.get_commit_log_offset_in_queue("T", 0, later.queue_offsets[0]) >= first.file_size  # past it
     assert later.buffers == _expected_records(store, 0, later.queue_offsets[0], later.message_count)
+
+
+def test_small_pulls_of_back_to_back_records_match_the_walk(make_store: Callable[..., MessageStore]) -> None:
+    """Pulls below `vectorized_pull_min` whose records lie back to back and all pass the filter are
+    answered without the per-unit walk (`_read_run`); every status, offset, record and flag equals the
+    walk's, across segment ends, tag filters, transfer caps and the memory limit."""
+    import itertools
+    import random
+
+    store = make_store(commit_log_segment_size=65536, consume_queue_segment_units=256,
+                       max_transfer_bytes_on_message_in_memory=6_000, max_transfer_count_on_message_in_memory=24,
+                       max_transfer_bytes_on_message_in_disk=2_000, max_transfer_count_on_message_in_disk=8)
+    rng = random.Random(11)
+    for index in range(400):
+        # queue 0 gets runs of back-to-back records, queue 1 single records between queue 0's
+        queue_id = 0 if rng.random() < 0.6 else 1
+        tag = rng.choice(["A", "A", "A", "B"])
+        batch = [request(queue_id=queue_id, body=bytes([index % 256]) * rng.choice([10, 90, 700]), TAGS=tag)
+                 for _ in range(rng.choice([1, 3, 8, 40]) if queue_id == 0 else 1)]
+        assert store.put_messages(batch).status.is_ok
+    memory_limit = store._memory_limit
+    runs = 0
+    read_run = store._read_run
+
+    def counted_run(*args: Any) -> GetMessageResult | None:
+        nonlocal runs
+        result = read_run(*args)
+        runs += result is not None
+        return result
+
+    try:
+        for queue_id, offset, max_count, tags, max_bytes, limit in itertools.product(
+                (0, 1), range(0, 1600, 37), (1, 2, 7, 32, 127), ((), ("A",), ("A", "B"), ("B",)),
+                (None, 1_500), (memory_limit, 0, 20_000)):
+            message_filter = TagsCodeFilter(frozenset(tags_code(tag) for tag in tags)) if tags else None
+            store._memory_limit = limit
+            store._read_run = counted_run  # type: ignore[method-assign]
+            fast = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
+            store._read_run = lambda *args: None  # type: ignore[method-assign]
+            walk = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
+            assert (fast.status, fast.next_begin_offset, fast.min_offset, fast.max_offset, fast.queue_offsets,
+                    fast.buffer_total_size, fast.suggest_pulling_from_slave) == \
+                (walk.status, walk.next_begin_offset, walk.min_offset, walk.max_offset, walk.queue_offsets,
+                 walk.buffer_total_size, walk.suggest_pulling_from_slave)
+            assert fast.buffers == walk.buffers and fast.body() == walk.body()
+    finally:
+        store._memory_limit = memory_limit
+        store._read_run = read_run  # type: ignore[method-assign]
+    assert runs > 400   # many of these pulls were answered without the walk
+    assert len(store.commit_log.files.files) > 2
