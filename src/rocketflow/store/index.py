@@ -127,21 +127,22 @@ class IndexFile:
             previous = slots[slot_of].astype(np.int64)
             empty = (previous <= 0) | (previous > index_count)  # never set, or stale past the count
             previous[empty] = 0
-            order = np.argsort(slot_of, kind="stable")
-            sorted_slots = slot_of[order]
-            repeated = sorted_slots[1:] == sorted_slots[:-1]
-            if repeated.any():
-                # a key whose slot an earlier key of this run took chains to that key's entry
-                previous[order[1:][repeated]] = numbers[order[:-1][repeated]]
-                first_of_slot = np.ones(count, dtype=bool)
-                first_of_slot[1:] = ~repeated
-                used = int(np.count_nonzero(empty[order][first_of_slot]))
-                last_of_slot = np.ones(count, dtype=bool)
-                last_of_slot[:-1] = ~repeated
-                slots[sorted_slots[last_of_slot]] = numbers[order][last_of_slot]
-            else:
-                used = int(np.count_nonzero(empty))
-                slots[slot_of] = numbers
+            used = int(np.count_nonzero(empty))
+            slots[slot_of] = numbers
+            # a slot that several keys of this run share holds one of their numbers (which one, numpy does
+            # not say): those few keys are chained in order, and the slot ends on the last one
+            lost = slots[slot_of] != numbers
+            if lost.any():
+                last_of_slot: dict[int, int] = {}
+                for key_index in np.flatnonzero(np.isin(slot_of, slot_of[lost])).tolist():
+                    slot = int(slot_of[key_index])
+                    earlier = last_of_slot.get(slot)
+                    if earlier is not None:
+                        previous[key_index] = earlier
+                        used -= bool(empty[key_index])  # the slot was counted as taken by the first key
+                    last_of_slot[slot] = index_count + key_index
+                for slot, number in last_of_slot.items():
+                    slots[slot] = number
         finally:
             del slots  # the mapping cannot be closed while a view of it lives
         entries = np.empty(count, dtype=_ENTRY_DTYPE)
