@@ -120,6 +120,15 @@ def test_send_back_falls_back_to_the_inner_producer(cluster: DevCluster, consume
     consumers.append(consumer)
     failed = MessageExt("PushFallbackT", b"fallback", properties={MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX: "U1",
                                                                   MessageConst.KEYS: "fb"}, reconsume_times=1)
+    # The fallback producer routes the retry topic through the name server. Until the broker has registered
+    # the topic its heartbeat created, the name server knows it not and the producer takes TBW102's 4 queues,
+    # as RocketMQ's does, where the broker refuses queue ids past the topic's one queue: wait for that.
+    with admin(cluster) as instance:
+        def retry_topic_routed() -> bool:
+            route = instance.run(instance.api.get_topic_route("%RETRY%cg_push_fallback"))
+            return route is not None and bool(route.queue_datas)
+
+        wait_until(retry_topic_routed, timeout=10)
     # no broker has that name: CONSUMER_SEND_MSG_BACK cannot be sent, the copy goes through the inner producer
     consumer.instance.run(consumer.send_message_back(failed, 0, "no-such-broker"), 10)
     recorder.wait_for(1, timeout=10)
