@@ -165,6 +165,15 @@ class ConsumeQueue:
         Units already present (offset below the max, e.g. re-dispatch during recovery) are skipped;
         a queue that starts late is padded with blank units so positions stay unit indexes.
         """
+        files = self.files.files
+        if files:
+            last = files[-1]
+            end = last.file_from_offset + last.wrote_position
+            if end == logic_offset * CQ_UNIT_SIZE and last.wrote_position + len(packed) <= last.file_size:
+                # the common put: the next units, with room for them in the last segment
+                last.append(packed)
+                self.max_physic_offset = max_physic_offset
+                return
         current = self.max_offset
         if logic_offset < current:
             skip = min(count, current - logic_offset)
