@@ -21,8 +21,8 @@ import time
 from bisect import bisect_right
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from itertools import accumulate
-from operator import add
+from itertools import accumulate, compress, pairwise
+from operator import add, le, ne
 from typing import Protocol, runtime_checkable
 
 import numpy as np
@@ -645,8 +645,9 @@ class MessageStore:
 
     def _read_run(self, units: bytes, offset: int, max_count: int, codes: frozenset[int] | None,
                   max_bytes: int | None, min_offset: int, max_offset: int) -> GetMessageResult | None:
-        """`_scan_queue`'s result for a pull whose records lie back to back in one segment, in memory,
-        and all pass the filter: found without a loop over the units, copied as one chunk.
+        """`_scan_queue`'s result for a pull whose records follow one another in one segment, in memory,
+        and all pass the filter: found without a loop over the units, each run of back-to-back records
+        copied as one chunk.
 
         ``units`` holds up to ``max_count + 1`` units (the walk looks at the unit after the last it
         takes). Returns None, for the walk to decide, whenever any of that does not hold.
@@ -665,37 +666,45 @@ class MessageStore:
         limit_bytes = config.max_transfer_bytes_on_message_in_memory
         if max_bytes is not None and 0 < max_bytes < limit_bytes:
             limit_bytes = max_bytes
-        ends = list(accumulate(sizes[:limit_count]))
+        totals = list(accumulate(sizes[:limit_count]))
         # the first record is taken whatever its size; the walk stops at the first that passes a limit
-        count = max(bisect_right(ends, limit_bytes), 1)
+        count = max(bisect_right(totals, limit_bytes), 1)
         if min(sizes[:count]) <= 0 or max(sizes[:count]) >= 0x7FFFFFFF:
-            return None
-        if count > 1 and tuple(map(add, phys[:count - 1], sizes[:count - 1])) != phys[1:count]:
             return None
         if codes is not None and not codes.issuperset(values[2:count * 3:3]):
             return None  # int32-cast matching and skipping are the walk's
+        record_ends = list(map(add, phys[:count], sizes[:count]))
+        starts = phys[1:count]
+        if not all(map(le, record_ends, starts)):
+            return None  # not in commit-log order
         segment = self.commit_log.files.find(first)
         if segment is None:
             return None
-        start = first - segment.file_from_offset
-        end = start + ends[count - 1]
-        if end > segment.wrote_position:
-            return None
+        base = segment.file_from_offset
+        if record_ends[-1] - base > segment.wrote_position:
+            return None  # not all written, or not all in this segment
+        mm = segment.mm
         try:
-            data = _copy_run(segment.mm, start, end)
+            breaks = list(compress(range(1, count), map(ne, record_ends, starts)))
+            if breaks:
+                bounds = [0, *breaks, count]
+                chunks = [_copy_run(mm, phys[low] - base, record_ends[high - 1] - base)
+                          for low, high in pairwise(bounds)]
+            else:
+                chunks = [_copy_run(mm, first - base, record_ends[-1] - base)]
         except _SegmentClosed:
             return None
         self._get_found += 1
+        last_looked_at = phys[count] if count < available else phys[count - 1]
         return GetMessageResult(
             status=GetMessageStatus.FOUND,
             next_begin_offset=offset + count,
             min_offset=min_offset,
             max_offset=max_offset,
-            chunks=[data],
+            chunks=chunks,
             queue_offsets=list(range(offset, offset + count)),
-            buffer_total_size=ends[count - 1],
-            # every unit the walk would look at lies at or after `first`, within the memory limit
-            suggest_pulling_from_slave=False,
+            buffer_total_size=totals[count - 1],
+            suggest_pulling_from_slave=max_phys - last_looked_at > memory_limit,
         )
 
     def _scan_queue(self, units: bytes, offset: int, max_count: int, codes: frozenset[int] | None,
