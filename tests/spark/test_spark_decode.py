@@ -72,12 +72,56 @@ def test_magic_inside_a_body_still_decodes() -> None:
     assert fast.to_pylist() == slow.to_pylist()
 
 
+@given(st.integers(1, 30), st.integers(0, 400), st.integers(0, 29), st.integers(-3, 3), st.booleans())
+def test_every_way_of_finding_the_records_equals_the_per_message_path(
+        count: int, body_size: int, odd_index: int, odd_delta: int, magic_in_bodies: bool) -> None:
+    """Records of one size (found by stride), small ones (by the magic scan) and big ones (by the walk),
+    with one record of another size among them, and with bodies that hold size + magic at a stride."""
+    magic = MAGIC_CODE.to_bytes(4, "big", signed=True)
+    records = []
+    for index in range(count):
+        size = max(0, body_size + (odd_delta if index == odd_index % count else 0))
+        body = (b"\x00\x00\x01\x00" + magic + b"s" * size)[:size] if magic_in_bodies else bytes([index % 7]) * size
+        records.append(_record(index, body, {"UNIQ_KEY": f"U{index:04d}", "TAGS": "T"}))
+    fast, slow = _both(b"".join(records))
+    assert fast.to_pylist() == slow.to_pylist()
+
+
+def test_a_stride_lookalike_inside_a_body_is_not_taken_for_a_record() -> None:
+    """A body holding the first record's size and the magic code where a stride falls does not fool the
+    stride check when the records are of other sizes: they decode as the per-message path does."""
+    magic = MAGIC_CODE.to_bytes(4, "big", signed=True)
+    first = _record(0, b"a" * 300, {"UNIQ_KEY": "A"})
+    stride = len(first)
+    second = _record(1, b"b" * 10, {"UNIQ_KEY": "B"})
+    empty_third = _record(2, b"", {"UNIQ_KEY": "C"})
+    third_body_start = stride + len(second) + empty_third.index(b"TopicX") - 1
+    lookalike_at = 2 * stride - third_body_start
+    assert lookalike_at >= 0
+    body = b"c" * lookalike_at + stride.to_bytes(4, "big") + magic
+    third = _record(2, body, {"UNIQ_KEY": "C"})
+    # pad with a fourth record so the whole is a multiple of the first size and the stride check runs
+    missing = -(stride + len(second) + len(third)) % stride
+    fourth_empty = len(_record(3, b"", {"UNIQ_KEY": "D"}))
+    fourth = _record(3, b"d" * (missing + (stride if missing < fourth_empty else 0) - fourth_empty), {"UNIQ_KEY": "D"})
+    data = first + second + third + fourth
+    assert len(data) % stride == 0 and data[2 * stride:2 * stride + 8] == stride.to_bytes(4, "big") + magic
+    fast, slow = _both(data)
+    assert fast.to_pylist() == slow.to_pylist()
+    assert [row["body"][:1] for row in fast.to_pylist()] == [b"a", b"b", b"c", b"d"]
+
+
 def test_garbage_raises_a_decode_error() -> None:
     good = _record(0, b"abc", {})
     with pytest.raises(RecordDecodeError):
         records_to_batch(good + b"\x00" * 100, "TopicX", "broker-a")
     with pytest.raises(RecordDecodeError):
         records_to_batch(good[:-5], "TopicX", "broker-a")
+    # records of one size, the third with a damaged magic code: not taken as records by the stride check
+    uniform = [bytearray(_record(index, b"xyz", {"UNIQ_KEY": f"U{index}"})) for index in range(4)]
+    uniform[2][4] ^= 0xFF
+    with pytest.raises(RecordDecodeError):
+        records_to_batch(b"".join(uniform), "TopicX", "broker-a")
 
 
 def test_offsets_json_round_trip_and_order() -> None:

@@ -80,6 +80,8 @@ _HEAD: Final = np.dtype({
 _SLOW_FLAGS: Final = int(MessageSysFlag.COMPRESSED | MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
 
 _I32_I32: Final = struct.Struct(">ii")
+#: `record_positions` walks, rather than scans for the magic code, when the first record is this big
+SCAN_BELOW: Final = 190
 _HEX_DIGITS: Final = np.frombuffer(b"0123456789ABCDEF", dtype=np.uint8)
 _MAGIC_BYTES: Final = tuple(struct.pack(">i", MAGIC_CODE))
 #: Values up to this many bytes live inside their binary-view entry (Arrow's columnar format).
@@ -97,20 +99,31 @@ _VIEW: Final = np.dtype([("length", "<i4"), ("rest", _TWELVE_BYTES)])
 def record_positions(data: bytes) -> np.ndarray[Any, np.dtype[np.int64]]:
     """Start positions of the concatenated records in ``data`` (checks every size and magic).
 
-    Fast path: every occurrence of the magic code, vectorized, accepted when the occurrences chain
-    (each record ends where the next begins, the last at the end). A body that happens to contain the
-    magic bytes breaks the chain and sends the buffer through the record-by-record walk.
+    Records of one size (a producer's uniform messages) are found at once: every multiple of the first
+    size must hold that size and the magic code, and then each is a record that ends where the next
+    begins. Otherwise small records are found by every occurrence of the magic code, vectorized,
+    accepted when the occurrences chain (a body that happens to contain the magic bytes breaks the
+    chain), and records of `SCAN_BELOW` bytes or more by the record-by-record walk, which is then the
+    cheaper (it costs a record what the scan costs ~190 bytes).
     """
     buffer = np.frombuffer(data, dtype=np.uint8)
-    if len(buffer) >= _BODY + 3:
-        magic = _MAGIC_BYTES
-        hits = np.flatnonzero((buffer[4:-3] == magic[0]) & (buffer[5:-2] == magic[1])
-                              & (buffer[6:-1] == magic[2]) & (buffer[7:] == magic[3]))
-        if len(hits) and hits[0] == 0:
-            sizes = _field(buffer, hits, 0, ">i4").astype(np.int64)
-            ends = hits + sizes
-            if ends[-1] == len(buffer) and np.array_equal(ends[:-1], hits[1:]) and np.all(sizes >= _BODY + 3):
-                return hits.astype(np.int64)
+    end = len(buffer)
+    if end >= _BODY + 3:
+        first_size = int.from_bytes(data[:4], "big", signed=True)
+        if first_size >= _BODY + 3 and end % first_size == 0:
+            positions = np.arange(0, end, first_size, dtype=np.int64)
+            if (np.all(_field(buffer, positions, 0, ">i4") == first_size)
+                    and np.all(_field(buffer, positions, 4, ">i4") == MAGIC_CODE)):
+                return positions
+        if first_size < SCAN_BELOW:
+            magic = _MAGIC_BYTES
+            hits = np.flatnonzero((buffer[4:-3] == magic[0]) & (buffer[5:-2] == magic[1])
+                                  & (buffer[6:-1] == magic[2]) & (buffer[7:] == magic[3]))
+            if len(hits) and hits[0] == 0:
+                sizes = _field(buffer, hits, 0, ">i4").astype(np.int64)
+                ends = hits + sizes
+                if ends[-1] == end and np.array_equal(ends[:-1], hits[1:]) and np.all(sizes >= _BODY + 3):
+                    return hits.astype(np.int64)
     return _walk_records(data)
 
 
