@@ -18,6 +18,18 @@ log = logging.getLogger(__name__)
 
 CQ_UNIT_SIZE = 20
 UNIT = struct.Struct(">qiq")
+_UNIT_STRUCTS: dict[int, struct.Struct] = {}
+
+
+def units_struct(count: int) -> struct.Struct:
+    """``count`` units as one struct (phys, size, tags code, phys, ...); cached up to 256 units."""
+    packer = _UNIT_STRUCTS.get(count)
+    if packer is None:
+        packer = struct.Struct(">" + "qiq" * count)
+        if count <= 256:
+            _UNIT_STRUCTS[count] = packer
+    return packer
+
 #: size field of the filler units written before the first real unit of a queue that starts late
 BLANK_UNIT_SIZE = 0x7FFFFFFF
 _BLANK_UNIT = UNIT.pack(0, BLANK_UNIT_SIZE, 0)

@@ -8,28 +8,16 @@ always be rebuilt.
 from __future__ import annotations
 
 import logging
-import struct
 from collections.abc import Callable
 
 from rocketflow.store.commit_log import DispatchBatch
-from rocketflow.store.consume_queue import ConsumeQueueTable
+from rocketflow.store.consume_queue import ConsumeQueueTable, units_struct
 from rocketflow.store.index import IndexService
 
 log = logging.getLogger(__name__)
 
 #: listener(topic, queue_id, queue_offset, tags_code, store_timestamp), called per dispatched message
 DispatchListener = Callable[[str, int, int, int, int], None]
-
-_UNIT_STRUCTS: dict[int, struct.Struct] = {}
-
-
-def _units_struct(count: int) -> struct.Struct:
-    packer = _UNIT_STRUCTS.get(count)
-    if packer is None:
-        packer = struct.Struct(">" + "qiq" * count)
-        if count <= 256:
-            _UNIT_STRUCTS[count] = packer
-    return packer
 
 
 class Dispatcher:
@@ -54,7 +42,7 @@ class Dispatcher:
         for (topic, queue_id), (first_offset, values) in runs.items():
             queue = self.consume_queues.find_or_create(topic, queue_id)
             count = len(values) // 3
-            queue.put_units(first_offset, _units_struct(count).pack(*values), count, values[-3] + values[-2])
+            queue.put_units(first_offset, units_struct(count).pack(*values), count, values[-3] + values[-2])
         if self.index is not None and batch.index_keys:
             self.index.build(batch.index_keys, batch.index_offsets, batch.index_timestamps)
         if batch.end_offset > self.dispatched_offset:

@@ -12,7 +12,6 @@ import concurrent.futures
 import dataclasses
 import enum
 import errno
-import functools
 import logging
 import mmap
 import struct
@@ -46,7 +45,7 @@ from rocketflow.store.commit_log import (
     waits_for_store,
 )
 from rocketflow.store.config import BrokerRole, StoreConfig
-from rocketflow.store.consume_queue import CQ_UNIT_SIZE, ConsumeQueue, ConsumeQueueTable
+from rocketflow.store.consume_queue import CQ_UNIT_SIZE, ConsumeQueue, ConsumeQueueTable, units_struct
 from rocketflow.store.dispatcher import Dispatcher, DispatchListener
 from rocketflow.store.errors import StoreNotRunningError
 from rocketflow.store.flush import (
@@ -61,13 +60,6 @@ from rocketflow.store.index import IndexService
 log = logging.getLogger(__name__)
 
 _UNITS = struct.Struct(">qiq")
-
-
-@functools.lru_cache(maxsize=256)
-def _units_struct(count: int) -> struct.Struct:
-    """``count`` consume-queue units as one struct (phys, size, tags code, phys, ...)."""
-    return struct.Struct(">" + "qiq" * count)
-
 _I32 = struct.Struct(">i")
 #: A consume-queue unit as numpy reads it: commit-log offset, size, tags code (big-endian).
 _UNIT_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
@@ -607,7 +599,7 @@ class MessageStore:
         cq_file, position, readable_end = found
         if 0 < max_count < self.vectorized_pull_min and (
                 message_filter is None or type(message_filter) is TagsCodeFilter):
-            # the common pull: the next records, back to back in the commit log, all matching
+            # the common pull: the next records, in commit-log order and in memory, all matching
             run_units = cq_file.read(position, min(readable_end - position, (max_count + 1) * CQ_UNIT_SIZE))
             if run_units:
                 run_codes = message_filter.codes if message_filter is not None else None
@@ -653,7 +645,7 @@ class MessageStore:
         takes). Returns None, for the walk to decide, whenever any of that does not hold.
         """
         available = len(units) // CQ_UNIT_SIZE
-        values = _units_struct(available).unpack_from(units)
+        values = units_struct(available).unpack_from(units)
         phys = values[0::3]
         sizes = values[1::3]
         first = phys[0]
@@ -684,14 +676,10 @@ class MessageStore:
         if record_ends[-1] - base > segment.wrote_position:
             return None  # not all written, or not all in this segment
         mm = segment.mm
+        # one chunk a run of back-to-back records: runs end where a record does not start at the last one's end
+        bounds = [0, *compress(range(1, count), map(ne, record_ends, starts)), count]
         try:
-            breaks = list(compress(range(1, count), map(ne, record_ends, starts)))
-            if breaks:
-                bounds = [0, *breaks, count]
-                chunks = [_copy_run(mm, phys[low] - base, record_ends[high - 1] - base)
-                          for low, high in pairwise(bounds)]
-            else:
-                chunks = [_copy_run(mm, first - base, record_ends[-1] - base)]
+            chunks = [_copy_run(mm, phys[low] - base, record_ends[high - 1] - base) for low, high in pairwise(bounds)]
         except _SegmentClosed:
             return None
         self._get_found += 1
