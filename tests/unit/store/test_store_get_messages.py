@@ -183,6 +183,19 @@ def test_offset_by_timestamp_after_retention(timed_store: tuple[MessageStore, Cl
     assert store.get_offset_by_timestamp("T", 0, 0) == min_offset
 
 
+def _no_run(*args: Any) -> None:
+    """Stands in for `MessageStore._read_run` so that a pull takes the per-unit walk."""
+    return None
+
+
+def _assert_same_pull(fast: GetMessageResult, reference: GetMessageResult) -> None:
+    assert (fast.status, fast.next_begin_offset, fast.min_offset, fast.max_offset, fast.queue_offsets,
+            fast.buffer_total_size, fast.suggest_pulling_from_slave) == \
+        (reference.status, reference.next_begin_offset, reference.min_offset, reference.max_offset,
+         reference.queue_offsets, reference.buffer_total_size, reference.suggest_pulling_from_slave)
+    assert fast.buffers == reference.buffers and fast.body() == reference.body()
+
+
 def test_big_pulls_scanned_with_numpy_match_the_loop(make_store: Callable[..., MessageStore]) -> None:
     """Pulls of >= `vectorized_pull_min` messages scan the consume queue with numpy; every status, offset,
     record and flag equals the per-unit loop's, across segment ends, tag filters and transfer caps."""
@@ -220,12 +233,10 @@ def test_big_pulls_scanned_with_numpy_match_the_loop(make_store: Callable[..., M
             store.vectorized_pull_min = 1
             fast = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
             store.vectorized_pull_min = 10**9
+            store._read_run = _no_run  # type: ignore[method-assign]
             loop = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
-            assert (fast.status, fast.next_begin_offset, fast.min_offset, fast.max_offset, fast.queue_offsets,
-                    fast.buffer_total_size, fast.suggest_pulling_from_slave) == \
-                (loop.status, loop.next_begin_offset, loop.min_offset, loop.max_offset, loop.queue_offsets,
-                 loop.buffer_total_size, loop.suggest_pulling_from_slave)
-            assert fast.buffers == loop.buffers and fast.body() == loop.body()
+            del store._read_run
+            _assert_same_pull(fast, loop)
     finally:
         store._memory_limit = memory_limit
     assert vectorized > 500     # most of these pulls were answered by the numpy scan
@@ -328,13 +339,9 @@ def test_small_pulls_answered_without_the_walk_match_it(make_store: Callable[...
             store._memory_limit = limit
             store._read_run = counted_run  # type: ignore[method-assign]
             fast = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
-            store._read_run = lambda *args: None  # type: ignore[method-assign]
+            store._read_run = _no_run  # type: ignore[method-assign]
             walk = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
-            assert (fast.status, fast.next_begin_offset, fast.min_offset, fast.max_offset, fast.queue_offsets,
-                    fast.buffer_total_size, fast.suggest_pulling_from_slave) == \
-                (walk.status, walk.next_begin_offset, walk.min_offset, walk.max_offset, walk.queue_offsets,
-                 walk.buffer_total_size, walk.suggest_pulling_from_slave)
-            assert fast.buffers == walk.buffers and fast.body() == walk.body()
+            _assert_same_pull(fast, walk)
     finally:
         store._memory_limit = memory_limit
         store._read_run = read_run  # type: ignore[method-assign]
