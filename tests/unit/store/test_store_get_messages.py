@@ -183,6 +183,19 @@ def test_offset_by_timestamp_after_retention(timed_store: tuple[MessageStore, Cl
     assert store.get_offset_by_timestamp("T", 0, 0) == min_offset
 
 
+class _Answering:
+    """Wraps a store method that answers a pull or returns None, counting the pulls it answered."""
+
+    def __init__(self, method: Callable[..., GetMessageResult | None]) -> None:
+        self.method = method
+        self.answered = 0
+
+    def __call__(self, *args: Any) -> GetMessageResult | None:
+        result = self.method(*args)
+        self.answered += result is not None
+        return result
+
+
 def _no_run(*args: Any) -> None:
     """Stands in for `MessageStore._read_run` so that a pull takes the per-unit walk."""
     return None
@@ -214,16 +227,8 @@ def test_big_pulls_scanned_with_numpy_match_the_loop(make_store: Callable[..., M
             if part:
                 assert store.put_messages(part).status.is_ok
     memory_limit = store._memory_limit
-    vectorized = 0
-    scan_with_numpy = store._read_queue_vectorized
-
-    def counted_scan(*args: Any) -> GetMessageResult | None:
-        nonlocal vectorized
-        result = scan_with_numpy(*args)
-        vectorized += result is not None
-        return result
-
-    store._read_queue_vectorized = counted_scan  # type: ignore[method-assign]
+    scan_with_numpy = _Answering(store._read_queue_vectorized)
+    store._read_queue_vectorized = scan_with_numpy  # type: ignore[method-assign]
     try:
         for queue_id, offset, max_count, tags, max_bytes, limit in itertools.product(
                 (0, 1), range(0, 1500, 83), (128, 201, 400, 1500), ((), ("A",), ("A", "C"), ("Z",)),
@@ -239,7 +244,7 @@ def test_big_pulls_scanned_with_numpy_match_the_loop(make_store: Callable[..., M
             _assert_same_pull(fast, loop)
     finally:
         store._memory_limit = memory_limit
-    assert vectorized > 500     # most of these pulls were answered by the numpy scan
+    assert scan_with_numpy.answered > 500     # most of these pulls were answered by the numpy scan
     assert len(store.commit_log.files.files) > 2
 
 
@@ -322,28 +327,20 @@ def test_small_pulls_answered_without_the_walk_match_it(make_store: Callable[...
                  for _ in range(rng.choice([1, 3, 8, 40]) if queue_id == 0 else 1)]
         assert store.put_messages(batch).status.is_ok
     memory_limit = store._memory_limit
-    runs = 0
-    read_run = store._read_run
-
-    def counted_run(*args: Any) -> GetMessageResult | None:
-        nonlocal runs
-        result = read_run(*args)
-        runs += result is not None
-        return result
-
+    read_run = _Answering(store._read_run)
     try:
         for queue_id, offset, max_count, tags, max_bytes, limit in itertools.product(
                 (0, 1), range(0, 1600, 37), (1, 2, 7, 32, 127), ((), ("A",), ("A", "B"), ("B",)),
                 (None, 1_500), (memory_limit, 0, 20_000)):
             message_filter = TagsCodeFilter(frozenset(tags_code(tag) for tag in tags)) if tags else None
             store._memory_limit = limit
-            store._read_run = counted_run  # type: ignore[method-assign]
+            store._read_run = read_run  # type: ignore[method-assign]
             fast = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
             store._read_run = _no_run  # type: ignore[method-assign]
             walk = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
             _assert_same_pull(fast, walk)
     finally:
         store._memory_limit = memory_limit
-        store._read_run = read_run  # type: ignore[method-assign]
-    assert runs > 1000   # many of these pulls were answered without the walk
+        del store._read_run
+    assert read_run.answered > 1000   # many of these pulls were answered without the walk
     assert len(store.commit_log.files.files) > 2
