@@ -658,11 +658,12 @@ class MessageStore:
         limit_bytes = config.max_transfer_bytes_on_message_in_memory
         if max_bytes is not None and 0 < max_bytes < limit_bytes:
             limit_bytes = max_bytes
-        totals = list(accumulate(sizes[:limit_count]))
+        window = sizes[:limit_count]
+        if min(window) <= 0 or max(window) >= 0x7FFFFFFF:
+            return None  # blank or damaged units (and the running sizes must grow for the bisect)
+        totals = list(accumulate(window))
         # the first record is taken whatever its size; the walk stops at the first that passes a limit
         count = max(bisect_right(totals, limit_bytes), 1)
-        if min(sizes[:count]) <= 0 or max(sizes[:count]) >= 0x7FFFFFFF:
-            return None
         if codes is not None and not codes.issuperset(values[2:count * 3:3]):
             return None  # int32-cast matching and skipping are the walk's
         record_ends = list(map(add, phys[:count], sizes[:count]))
