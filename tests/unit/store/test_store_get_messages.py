@@ -344,3 +344,25 @@ def test_small_pulls_answered_without_the_walk_match_it(make_store: Callable[...
         del store._read_run
     assert read_run.answered > 1000   # many of these pulls were answered without the walk
     assert len(store.commit_log.files.files) > 2
+
+
+@pytest.mark.parametrize("bad_size", [-50, 0, 0x7FFFFFFF])
+def test_the_walk_free_pull_leaves_damaged_or_blank_units_to_the_walk(make_store: Callable[..., MessageStore],
+                                                                      bad_size: int) -> None:
+    """A unit of no size, a negative one or a blank one anywhere the pull may take declines the walk-free
+    path (the walk then decides), even past the records the byte limit would take."""
+    import struct
+
+    store = make_store(max_transfer_bytes_on_message_in_memory=600, commit_log_segment_size=65536,
+                       consume_queue_segment_units=64)
+    assert store.put_messages([request(queue_id=0, body=bytes([i]) * 100) for i in range(12)]).status.is_ok
+    queue = store.consume_queues.find("T", 0)
+    assert queue is not None
+    found = queue.segment_for(0)
+    assert found is not None
+    units = bytearray(found[0].read(found[1], 12 * 20) or b"")
+    assert len(units) == 12 * 20
+    intact = store._read_run(bytes(units), 0, 32, None, None, queue.min_offset, queue.max_offset)
+    assert intact is not None and intact.message_count < 12  # the byte limit stops it early
+    struct.pack_into(">i", units, 9 * 20 + 8, bad_size)      # a unit past the ones it takes
+    assert store._read_run(bytes(units), 0, 32, None, None, queue.min_offset, queue.max_offset) is None
