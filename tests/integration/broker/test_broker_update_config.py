@@ -40,8 +40,10 @@ def test_a_running_broker_takes_new_settings_and_refuses_fixed_or_bad_ones() -> 
             assert (after["brokerPermission"], after["maxMessageSize"], after["rejectTransactionMessage"]) == (
                 "4", "1024", "true")
             assert broker.config.store.max_message_size == 1024
-            # read only now: sends are refused, and the name server's route says so
-            with pytest.raises(MQClientError, match="forbidden"):
+            # read only now: sends are refused, and the name server's route says so. Which refusal the
+            # producer reports depends on whether its route was refreshed since the change (CI saw both):
+            # the broker's NO_PERMISSION on the old route, or no writable queue on the new one, as in RocketMQ
+            with pytest.raises(MQClientError, match=r"forbidden|no route info"):
                 producer.send(Message("CfgTopic", b"refused"), timeout=2)
 
             def route_is_read_only() -> bool:
