@@ -597,21 +597,6 @@ class MessageStore:
             return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL,
                                     self._correct(offset, queue.roll_next_file(offset)), min_offset, max_offset)
         cq_file, position, readable_end = found
-        if 0 < max_count < self.vectorized_pull_min and (
-                message_filter is None or type(message_filter) is TagsCodeFilter):
-            # the common pull: the next records, in commit-log order and in memory, all matching
-            run_units = cq_file.read(position, min(readable_end - position, (max_count + 1) * CQ_UNIT_SIZE))
-            if run_units:
-                run_codes = message_filter.codes if message_filter is not None else None
-                run = self._read_run(run_units, offset, max_count, run_codes, max_bytes, min_offset, max_offset)
-                if run is not None:
-                    return run
-        scan_bytes = min(readable_end - position, max(16000, max_count * CQ_UNIT_SIZE))
-        units = cq_file.read(position, scan_bytes) if scan_bytes > 0 else None
-        if units is None:
-            self._get_miss += 1
-            return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL,
-                                    self._correct(offset, queue.roll_next_file(offset)), min_offset, max_offset)
         max_phys = self.commit_log.files.max_offset
         byte_cap = max_bytes if max_bytes is not None and max_bytes > 0 else None
         codes: frozenset[int] | None = None
@@ -623,6 +608,19 @@ class MessageStore:
             generic_filter = message_filter
             if isinstance(message_filter, RecordMessageFilter):
                 record_filter = message_filter
+        if generic_filter is None and 0 < max_count < self.vectorized_pull_min:
+            # the common pull: the next records, in commit-log order and in memory, all matching
+            run_units = cq_file.read(position, min(readable_end - position, (max_count + 1) * CQ_UNIT_SIZE))
+            if run_units:
+                run = self._read_run(run_units, offset, max_count, codes, byte_cap, min_offset, max_offset, max_phys)
+                if run is not None:
+                    return run
+        scan_bytes = min(readable_end - position, max(16000, max_count * CQ_UNIT_SIZE))
+        units = cq_file.read(position, scan_bytes) if scan_bytes > 0 else None
+        if units is None:
+            self._get_miss += 1
+            return GetMessageResult(GetMessageStatus.OFFSET_FOUND_NULL,
+                                    self._correct(offset, queue.roll_next_file(offset)), min_offset, max_offset)
         if generic_filter is None and max_count >= self.vectorized_pull_min:
             vectorized = self._read_queue_vectorized(units, offset, max_count, codes, byte_cap, min_offset,
                                                      max_offset, max_phys)
@@ -636,7 +634,7 @@ class MessageStore:
                                     min_offset, max_offset, max_phys, merge=False)
 
     def _read_run(self, units: bytes, offset: int, max_count: int, codes: frozenset[int] | None,
-                  max_bytes: int | None, min_offset: int, max_offset: int) -> GetMessageResult | None:
+                  byte_cap: int | None, min_offset: int, max_offset: int, max_phys: int) -> GetMessageResult | None:
         """`_scan_queue`'s result for a pull whose records follow one another in one segment, in memory,
         and all pass the filter: found without a loop over the units, each run of back-to-back records
         copied as one chunk.
@@ -649,15 +647,14 @@ class MessageStore:
         phys = values[0::3]
         sizes = values[1::3]
         first = phys[0]
-        max_phys = self.commit_log.files.max_offset
         memory_limit = self._memory_limit
         if max_phys - first > memory_limit:
             return None  # on disk: the walk applies the disk limits
         config = self.config
         limit_count = min(max_count, max(config.max_transfer_count_on_message_in_memory, 1), available)
         limit_bytes = config.max_transfer_bytes_on_message_in_memory
-        if max_bytes is not None and 0 < max_bytes < limit_bytes:
-            limit_bytes = max_bytes
+        if byte_cap is not None and byte_cap < limit_bytes:
+            limit_bytes = byte_cap
         window = sizes[:limit_count]
         if min(window) <= 0 or max(window) >= 0x7FFFFFFF:
             return None  # blank or damaged units (and the running sizes must grow for the bisect)

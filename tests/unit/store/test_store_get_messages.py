@@ -362,7 +362,8 @@ def test_the_walk_free_pull_leaves_damaged_or_blank_units_to_the_walk(make_store
     assert found is not None
     units = bytearray(found[0].read(found[1], 12 * 20) or b"")
     assert len(units) == 12 * 20
-    intact = store._read_run(bytes(units), 0, 32, None, None, queue.min_offset, queue.max_offset)
+    max_phys = store.commit_log.files.max_offset
+    intact = store._read_run(bytes(units), 0, 32, None, None, queue.min_offset, queue.max_offset, max_phys)
     assert intact is not None and intact.message_count < 12  # the byte limit stops it early
     struct.pack_into(">i", units, 9 * 20 + 8, bad_size)      # a unit past the ones it takes
-    assert store._read_run(bytes(units), 0, 32, None, None, queue.min_offset, queue.max_offset) is None
+    assert store._read_run(bytes(units), 0, 32, None, None, queue.min_offset, queue.max_offset, max_phys) is None
