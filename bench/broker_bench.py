@@ -43,7 +43,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "src"))
 
-from rocketflow.net import RemotingClient
+from rocketflow.net import RemotingClient, event_loop
 from rocketflow.protocol.codec import encode_batch_body
 from rocketflow.protocol.ids import UniqueIdGenerator
 from rocketflow.protocol.message import Message
@@ -384,7 +384,7 @@ def run_ours(bodies: list[bytes], count: int, inflight: int, latency_samples: in
                 },
             }
 
-        return asyncio.run(main())
+        return event_loop.run(main())
     finally:
         broker.stop()
 

@@ -21,6 +21,7 @@ from types import TracebackType
 from rocketflow.broker.config import BrokerConfig, build_broker_config
 from rocketflow.broker.controller import BrokerController
 from rocketflow.namesrv import NameServer, NamesrvConfig
+from rocketflow.net.event_loop import event_loop_factory, parse_event_loop_kind
 from rocketflow.store import BrokerRole
 
 
@@ -29,10 +30,12 @@ class DevCluster:
 
     def __init__(self, *, namesrv_port: int = 0, broker_port: int = 0, store_dir: str | Path | None = None,
                  host: str = "127.0.0.1", keep_store: bool = False,
-                 broker_settings: Mapping[str, object] | None = None, slaves: int = 0) -> None:
+                 broker_settings: Mapping[str, object] | None = None, slaves: int = 0,
+                 event_loop: str = "auto") -> None:
         """``broker_settings`` are `BrokerConfig` fields (``"store.<name>"`` for store fields); the name
         server takes the ``tls_mode`` / ``tls_server_*`` ones too. ``slaves`` > 0 also runs that many
-        slaves of the broker (ids 1..n, free ports, stores under ``slave-<id>`` of the store dir)."""
+        slaves of the broker (ids 1..n, free ports, stores under ``slave-<id>`` of the store dir).
+        ``event_loop`` is the loop `start_background` serves on (see `rocketflow.net.event_loop`)."""
         self.host = host
         self.namesrv_port = namesrv_port
         self.broker_port = broker_port
@@ -43,6 +46,7 @@ class DevCluster:
         self.namesrv: NameServer | None = None
         self.broker: BrokerController | None = None
         self.slave_count = slaves
+        self.event_loop = parse_event_loop_kind(event_loop)
         #: the running slaves of `broker` (empty unless ``slaves`` was given)
         self.slaves: list[BrokerController] = []
         self._thread: threading.Thread | None = None
@@ -153,8 +157,11 @@ class DevCluster:
         """Start serving on a daemon thread; returns once both servers listen (raises if they cannot)."""
         ready: Future[None] = Future()
 
+        factory = event_loop_factory(self.event_loop)
+
         def main() -> None:
-            asyncio.run(self._serve(ready))
+            with asyncio.Runner(loop_factory=factory) as runner:
+                runner.run(self._serve(ready))
 
         self._thread = threading.Thread(target=main, name="rocketflow-dev-cluster", daemon=True)
         self._thread.start()

@@ -21,6 +21,7 @@ from rocketflow.broker.config import BrokerConfigError, build_broker_config, con
 from rocketflow.broker.controller import BrokerController
 from rocketflow.broker.dev import DevCluster
 from rocketflow.namesrv import NameServer, NamesrvConfigError, build_namesrv_config, namesrv_overrides_from_properties
+from rocketflow.net import event_loop as event_loops
 from rocketflow.net.tls import TlsConfigError
 
 
@@ -40,9 +41,14 @@ def _stop_on_signals() -> asyncio.Event:
     return stop
 
 
-def _run(main: Coroutine[Any, Any, None]) -> None:
+def _run(main: Coroutine[Any, Any, None], loop_kind: str) -> None:
     try:
-        asyncio.run(main)
+        resolved = event_loops.resolve_event_loop_kind(loop_kind)
+    except ValueError as exc:
+        main.close()
+        raise click.ClickException(str(exc)) from None
+    try:
+        event_loops.run(main, resolved)
     except OSError as exc:
         raise click.ClickException(f"cannot start: {exc.strerror or exc}") from None
     except (BrokerConfigError, TlsConfigError, AclConfigError) as exc:
@@ -100,7 +106,8 @@ def parse_namesrv_settings(settings: Sequence[str]) -> dict[str, object]:
 # --------------------------------------------------------------------------- namesrv
 
 
-def run_namesrv(*, conf_file: str | None, overrides: Mapping[str, object], verbose: bool = False) -> None:
+def run_namesrv(*, conf_file: str | None, overrides: Mapping[str, object], verbose: bool = False,
+                event_loop: str = "auto") -> None:
     """A name server from a properties file (``-c``), then ``overrides`` (`NamesrvConfig` field names)."""
     _configure_logging(verbose)
     try:
@@ -119,13 +126,14 @@ def run_namesrv(*, conf_file: str | None, overrides: Mapping[str, object], verbo
             await namesrv.stop()
         click.echo("namesrv stopped")
 
-    _run(main())
+    _run(main(), event_loop)
 
 
 # --------------------------------------------------------------------------- broker
 
 
-def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbose: bool = False) -> None:
+def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbose: bool = False,
+               event_loop: str = "auto") -> None:
     _configure_logging(verbose)
     try:
         config = build_broker_config(overrides, conf_file=conf_file)
@@ -151,14 +159,14 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
             await broker.stop()
         click.echo(f"broker {config.broker_name} stopped")
 
-    _run(main())
+    _run(main(), event_loop)
 
 
 # --------------------------------------------------------------------------- dev
 
 
 def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | None, keep: bool,
-            overrides: Mapping[str, object], verbose: bool = False, slaves: int = 0) -> None:
+            overrides: Mapping[str, object], verbose: bool = False, slaves: int = 0, event_loop: str = "auto") -> None:
     _configure_logging(verbose)
 
     async def main() -> None:
@@ -180,7 +188,7 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
             await cluster.stop()
         click.echo("dev cluster stopped")
 
-    _run(main())
+    _run(main(), event_loop)
 
 
 __all__ = ["parse_namesrv_settings", "parse_settings", "run_broker", "run_dev", "run_namesrv", "tls_overrides"]

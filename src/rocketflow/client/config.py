@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Any, Final
 
 from rocketflow.acl.signing import SessionCredentials
 from rocketflow.client.errors import MQClientError
+from rocketflow.net.event_loop import parse_event_loop_kind
 from rocketflow.net.tls import TlsClientSettings, TlsConfigError
 from rocketflow.remoting.codes import LanguageCode
 
@@ -86,6 +87,9 @@ class ClientConfig:
     tls_key_password: str | None = None
     #: Verify the server certificate and host name; False = RocketMQ's ``tls.test.mode.enable`` (no checks).
     tls_verify: bool = True
+    #: The instance's event loop: ``auto`` (uvloop when installed), ``uvloop`` or ``asyncio``
+    #: (rocketflow's own setting; see `rocketflow.net.event_loop`).
+    event_loop: str = "auto"
 
     def __post_init__(self) -> None:
         if self.namesrv_addr is None:
@@ -118,6 +122,10 @@ class ClientConfig:
         if "@" in self.instance_name:
             raise MQClientError(f"instance_name must not contain '@' (it separates client id parts): "
                                 f"{self.instance_name!r}")
+        try:
+            parse_event_loop_kind(self.event_loop)
+        except ValueError as exc:
+            raise MQClientError(f"event_loop: {exc}") from None
         if self.client_ip is not None:
             try:
                 ipaddress.ip_address(self.client_ip)

@@ -55,6 +55,7 @@ from rocketflow.client.route import (
     shrink_default_route,
 )
 from rocketflow.net import RemotingClient, RequestContext
+from rocketflow.net.event_loop import new_event_loop
 from rocketflow.protocol.bodies import (
     ConsumerData,
     ConsumerRunningInfo,
@@ -328,7 +329,7 @@ class ClientInstance:
         self._stop_loop()
 
     def _start_loop(self) -> None:
-        loop = asyncio.new_event_loop()
+        loop = new_event_loop(self.config.event_loop)
         started: concurrent.futures.Future[None] = concurrent.futures.Future()
 
         def main() -> None:

@@ -13,7 +13,7 @@ import inspect
 import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable
-from typing import Final, TypeAlias
+from typing import Final, TypeAlias, cast
 
 from rocketflow.net.errors import RemotingConnectionClosedError, RemotingTimeoutError
 from rocketflow.remoting.codes import ResponseCode
@@ -333,7 +333,8 @@ class Channel(asyncio.Protocol):
     # ------------------------------------------------------------------ asyncio.Protocol
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
+        # uvloop's stream transports are not subclasses of asyncio.Transport, only alike
+        transport = cast(asyncio.Transport, transport)
         self._transport = transport
         transport.set_write_buffer_limits(high=WRITE_BUFFER_HIGH_WATER, low=WRITE_BUFFER_LOW_WATER)
         self.remote_address = _format_address(transport.get_extra_info("peername"))
