@@ -12,6 +12,7 @@ import pytest
 from conftest import request, small_config
 from rocketflow.protocol.codec import decode_record
 from rocketflow.store import FlushDiskType, MessageStore, PutMessageStatus
+from rocketflow.store.commit_log import AppendResult
 
 FOREVER = 2**62
 
@@ -89,6 +90,22 @@ def test_sync_flush_future_and_no_wait(tmp_path: Path) -> None:
         no_wait = request()
         no_wait.wait_store_msg_ok = False
         assert store.put_messages_async([no_wait]).done()
+        # without a future when nothing waits: the result itself, else the group commit's future
+        again = request()
+        again.wait_store_msg_ok = False
+        immediate = store.put_messages_or_wait([again])
+        assert isinstance(immediate, AppendResult) and immediate.status is PutMessageStatus.PUT_OK
+        waiting = store.put_messages_or_wait([request()])
+        assert not isinstance(waiting, AppendResult)
+        flushed = waiting.result(timeout=5)
+        assert store.commit_log.files.flushed_offset >= flushed.end_offset > immediate.end_offset
+
+
+def test_async_flush_puts_answer_without_a_future(tmp_path: Path) -> None:
+    with MessageStore(small_config(tmp_path)) as store:
+        outcome = store.put_messages_or_wait([request(), request()])
+        assert isinstance(outcome, AppendResult) and outcome.status is PutMessageStatus.PUT_OK
+        assert outcome.message_count == 2
 
 
 def test_sync_flush_timeout(tmp_path: Path) -> None:

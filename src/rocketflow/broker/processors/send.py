@@ -380,16 +380,16 @@ class SendMessageProcessor:
     def _put(self, request: RemotingCommand, requests: list[PutMessageRequest] | PutBatchRequest, queue_id: int, *,
              batch: bool) -> RemotingCommand | Awaitable[RemotingCommand | None]:
         broker = self.broker
-        future = broker.store.put_messages_async(requests)
+        outcome = broker.store.put_messages_or_wait(requests)
         if broker.replicates_synchronously:
-            return self._await_put(request, future, queue_id, batch, waits_for_store(requests))
-        if future.done():
-            return self._put_response(request, future.result(), queue_id, batch)
-        return self._await_put(request, future, queue_id, batch, False)
+            return self._await_put(request, outcome, queue_id, batch, waits_for_store(requests))
+        if isinstance(outcome, AppendResult):
+            return self._put_response(request, outcome, queue_id, batch)
+        return self._await_put(request, outcome, queue_id, batch, False)
 
-    async def _await_put(self, request: RemotingCommand, future: Future[AppendResult], queue_id: int,
-                         batch: bool, wait_for_replica: bool) -> RemotingCommand:
-        result = await asyncio.wrap_future(future)
+    async def _await_put(self, request: RemotingCommand, outcome: AppendResult | Future[AppendResult],
+                         queue_id: int, batch: bool, wait_for_replica: bool) -> RemotingCommand:
+        result = outcome if isinstance(outcome, AppendResult) else await asyncio.wrap_future(outcome)
         if wait_for_replica:
             result = await self.broker.wait_for_replica(result)
         return self._put_response(request, result, queue_id, batch)
