@@ -36,7 +36,7 @@ import threading
 import traceback
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any, ClassVar, Final, TypeVar
+from typing import Any, ClassVar, Final, TypeVar, cast
 
 from rocketflow import __version__
 from rocketflow.acl.signing import AclClientHook
@@ -115,6 +115,53 @@ def _cancel_submitted(loop: asyncio.AbstractEventLoop, task_ref: weakref.ref[asy
     if task is not None and not task.done() and not loop.is_closed():
         with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
             loop.call_soon_threadsafe(task.cancel)
+
+
+class _Waiter:
+    """What `ClientInstance.run` blocks on: a lock the loop releases once the task is done.
+
+    Lighter than a ``concurrent.futures.Future`` (no condition variable, no callbacks list, no
+    chaining), which matters for a synchronous send: this hand-back is paid once a call.
+    """
+
+    __slots__ = ("done", "error", "result", "task")
+
+    def __init__(self) -> None:
+        self.done = threading.Lock()
+        self.done.acquire()
+        self.result: Any = None
+        self.error: BaseException | None = None
+        self.task: asyncio.Task[Any] | None = None
+
+    def start(self, running: set[asyncio.Task[Any]], coro: Coroutine[Any, Any, Any]) -> None:
+        """On the loop: run ``coro`` as a task that settles this waiter."""
+        try:
+            task = asyncio.get_running_loop().create_task(coro)
+        except BaseException as exc:
+            coro.close()
+            self.error = exc
+            self.done.release()
+            raise
+        self.task = task
+        running.add(task)
+        task.add_done_callback(functools.partial(self._settle, running))
+
+    def _settle(self, running: set[asyncio.Task[Any]], task: asyncio.Task[Any]) -> None:
+        running.discard(task)
+        self.task = None
+        if task.cancelled():
+            self.error = concurrent.futures.CancelledError()
+        else:
+            self.error = task.exception()
+            if self.error is None:
+                self.result = task.result()
+        self.done.release()
+
+    def cancel(self) -> None:
+        """On the loop: cancel the task if it still runs."""
+        task = self.task
+        if task is not None and not task.done():
+            task.cancel()
 
 
 async def _maybe_await(value: Any) -> Any:
@@ -476,12 +523,21 @@ class ClientInstance:
         if loop is None or loop.is_closed():
             coro.close()
             raise MQClientError(f"client instance {self.client_id} is not started")
-        future = asyncio.run_coroutine_threadsafe(coro, loop)
+        waiter = _Waiter()
         try:
-            return future.result(timeout)
-        except concurrent.futures.TimeoutError:
-            future.cancel()
-            raise MQTimeoutError(f"no result within {timeout}s") from None
+            loop.call_soon_threadsafe(waiter.start, self._submitted, coro)
+        except RuntimeError:  # closed since the check above
+            coro.close()
+            raise MQClientError(f"client instance {self.client_id} is not started") from None
+        if not waiter.done.acquire(timeout=-1 if timeout is None else max(timeout, 0.0)):
+            with contextlib.suppress(RuntimeError):  # the loop closed meanwhile
+                loop.call_soon_threadsafe(waiter.cancel)
+            raise MQTimeoutError(f"no result within {timeout}s")
+        error = waiter.error
+        if error is not None:
+            waiter.error = None  # no cycle through the traceback's frames
+            raise error
+        return cast(_T, waiter.result)
 
     def submit(self, coro: Coroutine[Any, Any, _T]) -> concurrent.futures.Future[_T]:
         """Schedule ``coro`` on the instance's loop; returns a thread-safe future.

@@ -6,14 +6,17 @@ provides) and records every call the instance makes on it.
 
 from __future__ import annotations
 
+import asyncio
 import threading
+import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from client_helpers import create_topic, wait_until
 
 from rocketflow.broker import DevCluster
-from rocketflow.client import ClientConfig, ClientInstance, MQClientError
+from rocketflow.client import ClientConfig, ClientInstance, MQClientError, MQTimeoutError
 from rocketflow.protocol.bodies import ConsumerData, ConsumerRunningInfo, SubscriptionData
 from rocketflow.protocol.message import Message, MessageQueue
 from rocketflow.remoting.codes import RequestCode, ResponseCode
@@ -170,3 +173,39 @@ def test_clients_of_different_name_servers_get_different_instances() -> None:
     assert other.config.namesrv_addr == "127.0.0.1:2"
     first.discard()
     other.discard()
+
+
+def test_run_hands_back_results_errors_and_timeouts_from_many_threads(cluster: DevCluster) -> None:
+    instance = start_instance(cluster, "runner")
+    try:
+        async def double(value: int) -> int:
+            await asyncio.sleep(0)
+            return 2 * value
+
+        async def fail() -> None:
+            raise ValueError("failed on the loop")
+
+        cancelled = threading.Event()
+
+        async def slow() -> None:
+            try:
+                await asyncio.sleep(30)
+            except asyncio.CancelledError:
+                cancelled.set()
+                raise
+
+        assert instance.run(double(21)) == 42
+        with pytest.raises(ValueError, match="failed on the loop"):
+            instance.run(fail())
+        started = time.monotonic()
+        with pytest.raises(MQTimeoutError, match=r"no result within 0.2s"):
+            instance.run(slow(), timeout=0.2)
+        assert time.monotonic() - started < 5
+        assert cancelled.wait(5), "the timed-out coroutine was not cancelled"
+        with ThreadPoolExecutor(8) as pool:
+            assert list(pool.map(lambda value: instance.run(double(value)), range(400))) == [2 * v for v in range(400)]
+        wait_until(lambda: not instance._submitted)  # finished tasks are not kept
+    finally:
+        instance.shutdown()
+    with pytest.raises(MQClientError, match="not started"):
+        instance.run(double(1))
