@@ -236,11 +236,11 @@ def consume(namesrv: str, group: str, count: int, orderly: bool, progress: Progr
 
 
 _LATENCY_PRODUCER = textwrap.dedent("""
-    import sys, threading, time
+    import asyncio, sys, threading, time
     sys.path.insert(0, sys.argv[5])
     from rocketflow import Message, Producer
     namesrv, topic, rate, seconds = sys.argv[1], sys.argv[2], int(sys.argv[3]), float(sys.argv[4])
-    batch = int(sys.argv[6])
+    batch, mode = int(sys.argv[6]), sys.argv[7]
     producer = Producer("client_bench_latency_pg", namesrv)
     producer.start()
     pad = b"x" * 81
@@ -263,9 +263,25 @@ _LATENCY_PRODUCER = textwrap.dedent("""
             if outcome["done"] == total:
                 all_done.set()
 
+    async def pace_on_the_loop():
+        # an asyncio application's producer: paced by the client's own loop, each send a task
+        loop = asyncio.get_running_loop()
+        begin = loop.time()
+        running = set()
+        for index in range(total):
+            delay = begin + index / rate - loop.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            task = loop.create_task(producer.send_async_await(Message(topic, b"%019d" % time.time_ns() + pad)))
+            running.add(task)
+            task.add_done_callback(running.discard)
+            task.add_done_callback(completed)
+
     started = time.perf_counter()
     cpu_started = time.process_time()
-    for index in range(0, total, batch):
+    if mode == "asyncio":
+        producer.instance.run(pace_on_the_loop())
+    for index in range(0, total if mode == "threads" else 0, batch):
         target = started + index / rate
         delay = target - time.perf_counter()
         if delay > 0:
@@ -274,7 +290,7 @@ _LATENCY_PRODUCER = textwrap.dedent("""
             producer.send_async(Message(topic, b"%019d" % time.time_ns() + pad)).add_done_callback(completed)
         else:
             producer.send_batch([Message(topic, b"%019d" % time.time_ns() + pad) for _ in range(batch)])
-    if batch == 1:
+    if batch == 1 or mode == "asyncio":
         if not all_done.wait(30):
             raise SystemExit(f"only {outcome['done']} of {total} sends completed")
         if outcome["error"] is not None:
@@ -286,15 +302,24 @@ _LATENCY_PRODUCER = textwrap.dedent("""
 """)
 
 
-def latency(namesrv: str, rate: int, seconds: float, batch: int, progress: Progress) -> dict[str, float]:
+#: how the latency phase's producer and consumer are written: ``threads`` (send_async from a pacing
+#: thread; a plain listener on the consume threads) or ``asyncio`` (sends paced by the client's loop
+#: with send_async_await; an ``async def`` listener on the loop), as an asyncio application would
+LATENCY_MODES = ("threads", "asyncio")
+
+
+def latency(namesrv: str, rate: int, seconds: float, batch: int, progress: Progress,
+            mode: str = "threads") -> dict[str, float]:
     """End-to-end latency: a producer subprocess at a steady rate, this process's push consumer."""
+    if mode not in LATENCY_MODES or (mode == "asyncio" and batch != 1):
+        raise SystemExit(f"latency mode {mode!r} (batch {batch}) is not one of {LATENCY_MODES} (asyncio: batch 1)")
     total = (int(rate * seconds) + batch - 1) // batch * batch
-    task = progress.add_task(f"ours: latency at {rate:,} msg/s", total=total)
+    task = progress.add_task(f"ours: latency at {rate:,} msg/s ({mode})", total=total)
     samples: list[float] = []
     lock = threading.Lock()
     done = threading.Event()
 
-    def listener(msgs: list[Any], context: Any) -> ConsumeConcurrentlyStatus:
+    def record(msgs: list[Any]) -> None:
         now = time.time_ns()
         for msg in msgs:
             if msg.body[:1] != b"w":
@@ -302,17 +327,25 @@ def latency(namesrv: str, rate: int, seconds: float, batch: int, progress: Progr
                     samples.append((now - int(msg.body[:19])) / 1e6)
                     if len(samples) >= total:
                         done.set()
+
+    def listener(msgs: list[Any], context: Any) -> ConsumeConcurrentlyStatus:
+        record(msgs)
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
+    async def async_listener(msgs: list[Any], context: Any) -> ConsumeConcurrentlyStatus:
+        record(msgs)
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
     consumer = PushConsumer("client_bench_latency_cg", namesrv,
                             consume_from=ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET)
     consumer.subscribe(LATENCY_TOPIC, "*")
-    consumer.register_concurrent_listener(listener)
+    consumer.register_concurrent_listener(async_listener if mode == "asyncio" else listener)
     consumer.start()
     try:
         time.sleep(2.0)  # let the rebalance assign the queues before anything is sent
         proc = subprocess.Popen([sys.executable, "-c", _LATENCY_PRODUCER, namesrv, LATENCY_TOPIC, str(rate),
-                                 str(seconds), str(REPO_ROOT / "src"), str(batch)], stdout=subprocess.PIPE, text=True)
+                                 str(seconds), str(REPO_ROOT / "src"), str(batch), mode], stdout=subprocess.PIPE,
+                                text=True)
         while not done.wait(0.5):
             progress.update(task, completed=len(samples))
             if proc.poll() is not None and not done.wait(5.0):
@@ -327,7 +360,7 @@ def latency(namesrv: str, rate: int, seconds: float, batch: int, progress: Progr
     sent_rate = float(fields[2]) if len(fields) > 2 else 0.0
     producer_cpu = float(fields[3]) if len(fields) > 3 else 0.0
     return {"messages": len(samples), "target_rate": rate, "sent_rate": sent_rate, "send_batch": batch,
-            "producer_cpu_s": producer_cpu,
+            "mode": mode, "producer_cpu_s": producer_cpu,
             "p50_ms": round(statistics.median(samples), 3), "p99_ms": round(percentile(samples, 0.99), 3),
             "p999_ms": round(percentile(samples, 0.999), 3), "max_ms": round(max(samples), 3),
             "mean_ms": round(statistics.fmean(samples), 3)}

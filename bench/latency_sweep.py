@@ -4,8 +4,12 @@ Run `python bench/latency_sweep.py [--rates 500,1000,2000,3000,5000] [--seconds 
 root. One `rocketflow dev` subprocess; for each rate, the latency phase of `client_bench.py` (a
 producer subprocess sending `send_async` at a steady rate, each body stamped with its send time, and a
 concurrent push consumer in this process recording now minus that), plus the CPU each of the three
-processes spent per message. Prints a table, writes JSON under bench/results/ and, with matplotlib
-installed (the `demo` extra), a PNG of p50/p99/p99.9 and CPU against the rate.
+processes spent per message. `--modes` picks how producer and consumer are written: ``threads``
+(`send_async` from a pacing thread, a plain listener on the consume threads) and/or ``asyncio``
+(sends paced by the client's loop with `send_async_await`, an ``async def`` listener on the loop, as
+an asyncio application such as one using nats-py would be). Prints a table, writes JSON under
+bench/results/ and, with matplotlib installed (the `demo` extra), a PNG of p50/p99/p99.9 and CPU
+against the rate.
 """
 
 from __future__ import annotations
@@ -28,7 +32,7 @@ from rich.table import Table
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from broker_bench import BrokerProcess, CpuMeter
-from client_bench import LATENCY_TOPIC, REPO_ROOT, create_topic, latency
+from client_bench import LATENCY_MODES, LATENCY_TOPIC, REPO_ROOT, create_topic, latency
 
 from rocketflow import Producer
 
@@ -41,7 +45,8 @@ def _cpu_self() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
-def sweep(rates: list[int], seconds: float, console: Console) -> list[dict[str, Any]]:
+def sweep(rates: list[int], seconds: float, console: Console, modes: tuple[str, ...] = ("threads",)
+          ) -> list[dict[str, Any]]:
     work_dir = Path(tempfile.mkdtemp(prefix="rocketflow-latency-sweep-"))
     broker = BrokerProcess(work_dir / "store")
     rows: list[dict[str, Any]] = []
@@ -56,10 +61,10 @@ def sweep(rates: list[int], seconds: float, console: Console) -> list[dict[str, 
         broker_cpu = CpuMeter(psutil.Process(broker.pid))
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as progress:
-            for rate in rates:
+            for mode, rate in ((mode, rate) for mode in modes for rate in rates):
                 broker_cpu.start()
                 consumer_before = _cpu_self()
-                result = latency(broker.namesrv_addr, rate, seconds, 1, progress)
+                result = latency(broker.namesrv_addr, rate, seconds, 1, progress, mode)
                 count = result["messages"]
                 result["cpu_us_per_msg"] = {
                     # the producer's own send loop (its start-up and warm-up sends left out)
@@ -83,25 +88,34 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rates = [row["target_rate"] for row in rows]
     figure, (latency_axes, cpu_axes) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for key, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
-        latency_axes.plot(rates, [row[key] for row in rows], marker="o", label=label)
+    modes = list(dict.fromkeys(row["mode"] for row in rows))
+    styles = {mode: style for mode, style in zip(modes, ("-", ":"), strict=False)}
+    for mode in modes:
+        mode_rows = [row for row in rows if row["mode"] == mode]
+        rates = [row["target_rate"] for row in mode_rows]
+        for key, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
+            latency_axes.plot(rates, [row[key] for row in mode_rows], marker="o", linestyle=styles.get(mode, "-"),
+                              label=f"{label} ({mode})" if len(modes) > 1 else label)
     latency_axes.axhline(P99_TARGET_MS, color="grey", linestyle="--", label=f"p99 target {P99_TARGET_MS:g} ms")
     latency_axes.set_yscale("log")
     latency_axes.set_xlabel("send rate (msg/s)")
     latency_axes.set_ylabel("end-to-end latency (ms)")
     latency_axes.legend()
     latency_axes.grid(True, which="both", alpha=0.3)
-    for role in ("producer", "broker", "consumer"):
-        cpu_axes.plot(rates, [row["cpu_us_per_msg"][role] * row["target_rate"] / 1e6 for row in rows], marker="o",
-                      label=role)
+    for mode in modes:
+        mode_rows = [row for row in rows if row["mode"] == mode]
+        rates = [row["target_rate"] for row in mode_rows]
+        for role in ("producer", "broker", "consumer"):
+            cpu_axes.plot(rates, [row["cpu_us_per_msg"][role] * row["target_rate"] / 1e6 for row in mode_rows],
+                          marker="o", linestyle=styles.get(mode, "-"),
+                          label=f"{role} ({mode})" if len(modes) > 1 else role)
     cpu_axes.axhline(psutil.cpu_count() or 1, color="grey", linestyle="--", label="cores")
     cpu_axes.set_xlabel("send rate (msg/s)")
     cpu_axes.set_ylabel("CPU (cores)")
     cpu_axes.legend()
     cpu_axes.grid(True, alpha=0.3)
-    figure.suptitle("rocketflow end-to-end latency, single send_async, 100 B, one machine")
+    figure.suptitle("rocketflow end-to-end latency, single sends of 100 B, one machine")
     figure.tight_layout()
     figure.savefig(path, dpi=110)
     plt.close(figure)
@@ -112,8 +126,13 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--rates", default="500,1000,2000,3000,5000", help="comma-separated msg/s")
     parser.add_argument("--seconds", type=float, default=10.0, help="length of each rate's phase")
+    parser.add_argument("--modes", default="threads,asyncio",
+                        help=f"comma-separated, of {', '.join(LATENCY_MODES)} (see above)")
     parser.add_argument("--output", type=Path, default=None, help="JSON result file (the PNG goes beside it)")
     args = parser.parse_args()
+    modes = tuple(dict.fromkeys(mode.strip() for mode in args.modes.split(",") if mode.strip()))
+    if not modes or any(mode not in LATENCY_MODES for mode in modes):
+        parser.error(f"--modes: comma-separated, of {', '.join(LATENCY_MODES)}; got {args.modes!r}")
     try:
         rates = sorted({int(rate) for rate in args.rates.split(",") if rate.strip()})
     except ValueError:
@@ -121,14 +140,14 @@ def main() -> None:
     if not rates or rates[0] <= 0:
         parser.error("--rates: at least one positive rate")
     console = Console(width=None if sys.stdout.isatty() else 150)
-    rows = sweep(rates, args.seconds, console)
-    table = Table(title="end-to-end latency by send rate (single send_async of 100 B)")
-    for column in ("msg/s", "sent/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "producer CPU us/msg",
+    rows = sweep(rates, args.seconds, console, modes)
+    table = Table(title="end-to-end latency by send rate (single sends of 100 B)")
+    for column in ("mode", "msg/s", "sent/s", "p50 ms", "p99 ms", "p99.9 ms", "max ms", "producer CPU us/msg",
                    "broker CPU us/msg", "consumer CPU us/msg", f"p99 < {P99_TARGET_MS:g} ms"):
         table.add_column(column, justify="right")
     for row in rows:
         cpu = row["cpu_us_per_msg"]
-        table.add_row(f"{row['target_rate']:,}", f"{row['sent_rate']:,.0f}", f"{row['p50_ms']:.2f}",
+        table.add_row(row["mode"], f"{row['target_rate']:,}", f"{row['sent_rate']:,.0f}", f"{row['p50_ms']:.2f}",
                       f"{row['p99_ms']:.2f}", f"{row['p999_ms']:.2f}", f"{row['max_ms']:.2f}", f"{cpu['producer']:.0f}",
                       f"{cpu['broker']:.0f}", f"{cpu['consumer']:.0f}", str(row["p99_ms"] < P99_TARGET_MS))
     console.print(table)

@@ -276,6 +276,7 @@ _ALIASES: Final[Mapping[str, tuple[str, str]]] = {
     "diskMaxUsedSpaceRatio": ("store", "disk_max_used_space_ratio"),
     "defaultQueryMaxNum": ("store", "default_query_max_num"),
     "messageIndexEnable": ("store", "message_index_enable"),
+    "messageIndexSafe": ("store", "message_index_safe"),
     "maxTransferBytesOnMessageInMemory": ("store", "max_transfer_bytes_on_message_in_memory"),
     "maxTransferCountOnMessageInMemory": ("store", "max_transfer_count_on_message_in_memory"),
     "maxTransferBytesOnMessageInDisk": ("store", "max_transfer_bytes_on_message_in_disk"),

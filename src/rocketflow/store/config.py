@@ -95,6 +95,13 @@ class StoreConfig:
     max_hash_slot_num: int = 5_000_000
     max_index_num: int = 20_000_000
     message_index_enable: bool = True
+    #: fsync the index with the consume queues every `flush_interval_consume_queue_ms`
+    #: (`messageIndexSafe`). Off, as in RocketMQ: an index file is fsynced once it is full, at
+    #: shutdown and on `MessageStore.flush`, and the kernel writes the rest back in its own time; a
+    #: crash of the process loses nothing, a power loss may lose index entries (queries by key miss
+    #: those messages; the messages themselves are safe). Each fsync of the index writes back pages
+    #: scattered over its 20 MB slot table, and the key inserts that follow fault on them again.
+    message_index_safe: bool = False
     #: index keys are written to the index files in runs of this many (or sooner: on a query, a flush
     #: every `flush_interval_consume_queue_ms`, shutdown); RocketMQ indexes behind the commit log too
     index_build_batch: int = 4096

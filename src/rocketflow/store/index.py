@@ -234,6 +234,8 @@ class IndexService:
         self._pending_keys: list[bytes] = []
         self._pending_offsets: list[int] = []
         self._pending_timestamps: list[int] = []
+        #: store timestamp of the newest key an fsync covered (the checkpoint's index timestamp)
+        self.synced_end_timestamp = 0
 
     def load(self) -> None:
         if not self.directory.is_dir():
@@ -357,11 +359,16 @@ class IndexService:
             index_file.destroy()
         return len(doomed)
 
-    def flush(self) -> None:
-        """Write the pending keys, then fsync the files that changed."""
+    def flush(self, *, open_file: bool = True) -> None:
+        """Write the pending keys, then fsync the files that changed: all of them, or with
+        ``open_file=False`` only those that take no more keys (full, or followed by a newer file),
+        as RocketMQ fsyncs an index file once it is full."""
         self.drain()
-        for index_file in self.files:
-            index_file.flush()
+        files = self.files
+        for index_file in files:
+            if open_file or index_file is not files[-1] or index_file.is_full:
+                index_file.flush()
+                self.synced_end_timestamp = max(self.synced_end_timestamp, index_file.end_timestamp)
 
     def close(self) -> None:
         with self.lock:

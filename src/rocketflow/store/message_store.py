@@ -269,7 +269,7 @@ class MessageStore:
         if self._cq_flush_service is not None:
             self._cq_flush_service.shutdown()
         flush_commit_log(self.commit_log, self.flush_stats)
-        self._flush_logics_and_checkpoint()
+        self._flush_logics_and_checkpoint(sync_index=True)
         self._close_files()
         remove_abort_marker(self.config.abort_path)
         self._lock_file.release()
@@ -354,14 +354,18 @@ class MessageStore:
         self.commit_log.topic_queue_table = table
 
     # ------------------------------------------------------------------ flush / checkpoint
-    def _flush_logics_and_checkpoint(self) -> None:
+    def _flush_logics_and_checkpoint(self, *, sync_index: bool | None = None) -> None:
+        """fsync the consume queues and the index (all of it with ``sync_index``, by default when
+        `message_index_safe`; else only its full files), then save the checkpoint."""
+        if sync_index is None:
+            sync_index = self.config.message_index_safe
         with self._checkpoint_lock:
             dispatched = self.dispatcher.dispatched_offset
             logics_ts = self._last_store_timestamp
             for queue in self.consume_queues:
                 queue.flush()
                 self.flush_stats.consume_queue_flushes += 1
-            self.index.flush()
+            self.index.flush(open_file=sync_index)
             checkpoint = self.checkpoint
             flushed = self.commit_log.files.flushed_offset
             if flushed > checkpoint.physic_offset:
@@ -369,7 +373,7 @@ class MessageStore:
                 checkpoint.physic_msg_timestamp = logics_ts
             checkpoint.logics_phys_offset = max(checkpoint.logics_phys_offset, dispatched)
             checkpoint.logics_msg_timestamp = max(checkpoint.logics_msg_timestamp, logics_ts)
-            checkpoint.index_msg_timestamp = self.index.end_timestamp
+            checkpoint.index_msg_timestamp = max(checkpoint.index_msg_timestamp, self.index.synced_end_timestamp)
             values = (checkpoint.physic_msg_timestamp, checkpoint.logics_msg_timestamp,
                       checkpoint.index_msg_timestamp, checkpoint.physic_offset, checkpoint.logics_phys_offset)
             if values == self._saved_checkpoint:
@@ -384,7 +388,7 @@ class MessageStore:
     def flush(self) -> None:
         """fsync the commit log, consume queues, index and checkpoint now."""
         flush_commit_log(self.commit_log, self.flush_stats)
-        self._flush_logics_and_checkpoint()
+        self._flush_logics_and_checkpoint(sync_index=True)
 
     # ------------------------------------------------------------------ puts
     def add_dispatch_listener(self, listener: DispatchListener) -> None:

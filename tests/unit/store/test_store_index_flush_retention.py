@@ -186,3 +186,45 @@ def test_store_not_running_get_raises(make_store: Callable[..., MessageStore]) -
     store.shutdown()
     with pytest.raises(StoreNotRunningError):
         store.get_messages("g", "T", 0, 0, 1)
+
+
+@pytest.mark.parametrize("safe", [False, True])
+def test_the_open_index_file_is_fsynced_only_when_index_safe_or_on_flush_and_shutdown(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, safe: bool) -> None:
+    synced: list[int] = []
+    real_fsync = os.fsync
+
+    def recording_fsync(fd: int) -> None:
+        synced.append(fd)
+        real_fsync(fd)
+
+    monkeypatch.setattr(os, "fsync", recording_fsync)
+    # 64 entries an index file; no periodic flush thread: the test runs the periodic step itself
+    store = MessageStore(small_config(tmp_path, flush_interval_consume_queue_ms=600_000, message_index_safe=safe))
+    store.start()
+    try:
+        for i in range(40):
+            store.put_message(request(body=str(i).encode(), UNIQ_KEY=f"U{i}"))
+        store._flush_logics_and_checkpoint()  # what the consume-queue flush service does every second
+        (open_file,) = store.index.files
+        assert store.index.pending_count == 0  # the keys are written either way ...
+        assert (open_file.fd in synced) is safe  # ... and fsynced only when index-safe
+        assert (store.checkpoint.index_msg_timestamp > 0) is safe
+        synced.clear()
+        for i in range(40, 100):  # fills the first file: a full file is fsynced either way
+            store.put_message(request(body=str(i).encode(), UNIQ_KEY=f"U{i}"))
+        store._flush_logics_and_checkpoint()
+        first, second = store.index.files
+        assert first.fd in synced and (second.fd in synced) is safe
+        assert store.checkpoint.index_msg_timestamp >= first.end_timestamp > 0
+        assert [decode_record(b)[0].body for b in store.query_message("T", "U77", 4, 0, FOREVER).buffers] == [b"77"]
+        synced.clear()
+        store.put_message(request(body=b"last", UNIQ_KEY="U100"))
+        store.flush()  # the public flush covers everything
+        assert second.fd in synced
+        synced.clear()
+        store.put_message(request(body=b"after", UNIQ_KEY="U101"))
+        fd = second.fd
+    finally:
+        store.shutdown()
+    assert fd in synced  # and so does shutdown
