@@ -94,9 +94,9 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     for mode in modes:
         mode_rows = [row for row in rows if row["mode"] == mode]
         rates = [row["target_rate"] for row in mode_rows]
-        for key, label in (("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9")):
+        for color, (key, label) in enumerate((("p50_ms", "p50"), ("p99_ms", "p99"), ("p999_ms", "p99.9"))):
             latency_axes.plot(rates, [row[key] for row in mode_rows], marker="o", linestyle=styles.get(mode, "-"),
-                              label=f"{label} ({mode})" if len(modes) > 1 else label)
+                              color=f"C{color}", label=f"{label} ({mode})" if len(modes) > 1 else label)
     latency_axes.axhline(P99_TARGET_MS, color="grey", linestyle="--", label=f"p99 target {P99_TARGET_MS:g} ms")
     latency_axes.set_yscale("log")
     latency_axes.set_xlabel("send rate (msg/s)")
@@ -106,9 +106,9 @@ def plot(rows: list[dict[str, Any]], path: Path) -> bool:
     for mode in modes:
         mode_rows = [row for row in rows if row["mode"] == mode]
         rates = [row["target_rate"] for row in mode_rows]
-        for role in ("producer", "broker", "consumer"):
+        for color, role in enumerate(("producer", "broker", "consumer")):
             cpu_axes.plot(rates, [row["cpu_us_per_msg"][role] * row["target_rate"] / 1e6 for row in mode_rows],
-                          marker="o", linestyle=styles.get(mode, "-"),
+                          marker="o", linestyle=styles.get(mode, "-"), color=f"C{color}",
                           label=f"{role} ({mode})" if len(modes) > 1 else role)
     cpu_axes.axhline(psutil.cpu_count() or 1, color="grey", linestyle="--", label="cores")
     cpu_axes.set_xlabel("send rate (msg/s)")
