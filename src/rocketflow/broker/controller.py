@@ -252,9 +252,10 @@ class BrokerController:
         await self.registrar.start()
         if self.slave_sync is not None:
             self._every(config.slave_synchronize_interval_ms, self.slave_sync.sync_all, "slave synchronize")
-        self._every(config.flush_consumer_offset_interval_ms, self.offsets.persist, "consumer offsets")
-        self._every(config.flush_delay_offset_interval_ms, self.delay_offsets.persist, "delay offsets")
-        self._every(config.flush_config_interval_ms, self._persist_configs, "configs")
+        # file writes with fsyncs (tens of ms on a busy disk) run off the loop
+        self._every(config.flush_consumer_offset_interval_ms, self.offsets.persist, "consumer offsets", in_thread=True)
+        self._every(config.flush_delay_offset_interval_ms, self.delay_offsets.persist, "delay offsets", in_thread=True)
+        self._every(config.flush_config_interval_ms, self._persist_configs, "configs", in_thread=True)
         self._every(config.client_scan_interval_ms, self.clients.scan_not_active_channels, "client scan")
         self._every(1000, self.stats.sample, "stats")
         self.stats.sample()
@@ -314,12 +315,12 @@ class BrokerController:
         self.topics.persist()
         self.groups.persist()
 
-    def _every(self, interval_ms: int, action: Callable[[], object], what: str) -> None:
+    def _every(self, interval_ms: int, action: Callable[[], object], what: str, *, in_thread: bool = False) -> None:
         async def run() -> None:
             while True:
                 await asyncio.sleep(max(interval_ms, 10) / 1000)
                 try:
-                    result = action()
+                    result = await asyncio.to_thread(action) if in_thread else action()
                     if isinstance(result, Awaitable):
                         await result
                 except Exception:

@@ -77,6 +77,7 @@ class JsonConfigFile(Generic[BodyT]):
         self.default = default
         #: which file the last `load` used: "main", "bak" or "default"
         self.loaded_from = "default"
+        self._write_lock = threading.Lock()
 
     @property
     def backup_path(self) -> Path:
@@ -106,7 +107,15 @@ class JsonConfigFile(Generic[BodyT]):
         return self.default()
 
     def persist(self, body: BodyT) -> None:
-        write_atomically(self.path, body.encode(pretty=True))
+        self.write_with(lambda: body.encode(pretty=True))
+
+    def write_with(self, encoded: Callable[[], bytes]) -> None:
+        """Write what ``encoded()`` returns, one writer at a time, taking it once the file is ours: a
+        newer snapshot is never overwritten by an older one, whichever thread writes it. Callers
+        snapshot under their table's lock and write outside it, so the broker's loop, which only
+        takes the table lock, never waits for a writer's fsyncs."""
+        with self._write_lock:
+            write_atomically(self.path, encoded())
 
 
 class _Persistable(Protocol):
@@ -139,8 +148,11 @@ class TopicConfigTable:
             self.wrapper = self.file.load()
 
     def persist(self) -> None:
-        with self._lock:
-            self.file.persist(self.wrapper)
+        def encoded() -> bytes:
+            with self._lock:
+                return self.wrapper.encode(pretty=True)
+
+        self.file.write_with(encoded)
 
     @property
     def data_version(self) -> DataVersion:
@@ -193,9 +205,12 @@ class ConsumerOffsetManager:
             self.table = self.file.load().offset_table
 
     def persist(self) -> None:
-        with self._lock:
-            snapshot = {key: dict(queues) for key, queues in self.table.items()}
-        self.file.persist(ConsumerOffsetTable(offset_table=snapshot))
+        def encoded() -> bytes:
+            with self._lock:
+                snapshot = {key: dict(queues) for key, queues in self.table.items()}
+            return ConsumerOffsetTable(offset_table=snapshot).encode(pretty=True)
+
+        self.file.write_with(encoded)
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         with self._lock:
@@ -243,9 +258,12 @@ class DelayOffsetManager:
             self.table = self.file.load().offset_table
 
     def persist(self) -> None:
-        with self._lock:
-            snapshot = dict(self.table)
-        self.file.persist(DelayOffsetTable(offset_table=snapshot))
+        def encoded() -> bytes:
+            with self._lock:
+                snapshot = dict(self.table)
+            return DelayOffsetTable(offset_table=snapshot).encode(pretty=True)
+
+        self.file.write_with(encoded)
 
     def take_over(self, table: dict[int, int]) -> None:
         """Replace the table (a slave copying its master's)."""
@@ -274,8 +292,11 @@ class SubscriptionGroupTable:
             self.wrapper = self.file.load()
 
     def persist(self) -> None:
-        with self._lock:
-            self.file.persist(self.wrapper)
+        def encoded() -> bytes:
+            with self._lock:
+                return self.wrapper.encode(pretty=True)
+
+        self.file.write_with(encoded)
 
     @property
     def groups(self) -> dict[str, SubscriptionGroupConfig]:

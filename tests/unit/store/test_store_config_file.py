@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
+import pytest
+
 from rocketflow.protocol.bodies import SubscriptionGroupConfig, TopicConfig
+from rocketflow.store import config_file
 from rocketflow.store.config_file import (
     ConsumerOffsetManager,
     DelayOffsetManager,
@@ -87,3 +91,37 @@ def test_topics_and_subscription_groups(tmp_path: Path) -> None:
     reloaded = TopicConfigTable(tmp_path)
     reloaded.load()
     assert reloaded.get("T") is None
+
+
+def test_writers_take_turns_and_commits_never_wait_for_a_write(tmp_path: Path,
+                                                               monkeypatch: pytest.MonkeyPatch) -> None:
+    offsets = ConsumerOffsetManager(tmp_path)
+    offsets.commit_offset("g", "T", 0, 1)
+    real_write = config_file.write_atomically
+    first_writing = threading.Event()
+    release_first = threading.Event()
+    written: list[bytes] = []
+
+    def slow_first_write(path: Path, data: bytes) -> None:
+        written.append(data)
+        if len(written) == 1:
+            first_writing.set()
+            assert release_first.wait(5)
+        real_write(path, data)
+
+    monkeypatch.setattr(config_file, "write_atomically", slow_first_write)
+    first = threading.Thread(target=offsets.persist)
+    first.start()
+    assert first_writing.wait(5)
+    offsets.commit_offset("g", "T", 0, 2)  # the table lock is free while the first write is stuck
+    second = threading.Thread(target=offsets.persist)
+    second.start()
+    second.join(0.2)
+    assert second.is_alive() and len(written) == 1  # the second writer waits its turn ...
+    release_first.set()
+    first.join(5)
+    second.join(5)
+    assert len(written) == 2  # ... and then snapshots the newer table, so the file ends up newest
+    again = ConsumerOffsetManager(tmp_path)
+    again.load()
+    assert again.query_offset("g", "T", 0) == 2
