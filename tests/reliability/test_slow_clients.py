@@ -3,7 +3,8 @@
 * A client that sends a burst of big pulls and never reads its socket does not stall the broker:
   another client's send and pull latencies stay low, the broker's memory stays bounded (the server
   stops reading from a peer whose write buffer is over its high-water mark and drops a connection
-  whose buffered responses pass the hard limit).
+  whose buffered responses pass the hard limit, or stay above the high-water mark for
+  ``WRITE_STALL_TIMEOUT``).
 * A client that disconnects while its pull is held by long polling frees that slot at once (the
   broker's ``pullRequestsHeld`` drops long before the pull's suspend timeout).
 """
@@ -28,6 +29,7 @@ from reliability_helpers import (
 )
 
 from rocketflow.net import RemotingClient
+from rocketflow.net.connection import WRITE_STALL_TIMEOUT
 from rocketflow.protocol.bodies import KVTable
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
@@ -128,6 +130,44 @@ def test_a_client_that_never_reads_does_not_stall_others(tmp_path: Path) -> None
         assert rss_after - rss_before < 128 * 1024, "the broker buffered without bound for a client that never reads"
         wait_until(lambda: runtime_info(broker.address)["connections"] == "1", 10,
                    what="the broker dropping the connection that never reads")
+    finally:
+        if stalled is not None:
+            stalled.close()
+        broker.stop()
+
+
+def test_a_client_that_stops_reading_below_the_hard_limit_is_dropped_after_the_stall_timeout(
+        tmp_path: Path) -> None:
+    """A few MiB of responses, far below the hard limit: the broker pauses reading from the peer, and
+    drops it once its responses have sat above the high-water mark for `WRITE_STALL_TIMEOUT`."""
+    broker = ServerProcess(broker_args(tmp_path / "store", "maxTransferCountOnMessageInMemory=64",
+                                       "maxTransferBytesOnMessageInMemory=524288"), tmp_path / "broker.log")
+    stalled: socket.socket | None = None
+    try:
+        async def preload() -> None:
+            client = RemotingClient()
+            try:
+                for index in range(64):
+                    response = await client.invoke(broker.address, send_request(
+                        TOPIC, BODY, {"UNIQ_KEY": f"B{index}"}, queue_id=0, default_topic_queue_nums=2), 10)
+                    assert response.code == ResponseCode.SUCCESS
+            finally:
+                await client.close()
+
+        asyncio.run(preload())
+        host, _, port = broker.address.rpartition(":")
+        stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+        stalled.connect((host, int(port)))
+        # 8 pulls of 64 x 8 KB: ~4 MiB of responses, over the 1 MiB high-water mark, under the 64 MiB limit
+        stalled.sendall(b"".join(encode_frame(pull_request("stall_cg", TOPIC, 0, 0, max_nums=64)) for _ in range(8)))
+        wait_until(lambda: runtime_info(broker.address)["connections"] == "2", 5, what="the stalled peer counted")
+        started = time.monotonic()
+        wait_until(lambda: runtime_info(broker.address)["connections"] == "1", WRITE_STALL_TIMEOUT + 10,
+                   what="the broker dropping the peer that stopped reading")
+        assert time.monotonic() - started > WRITE_STALL_TIMEOUT - 2  # the timeout, not the hard limit
+        assert "has not read its responses for 5 s" in (tmp_path / "broker.log").read_text()
+        assert broker.alive()
     finally:
         if stalled is not None:
             stalled.close()

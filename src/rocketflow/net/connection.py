@@ -29,6 +29,10 @@ WRITE_BUFFER_LOW_WATER: Final = 256 * 1024
 #: Server side: a peer with more than this many response bytes buffered (it does not read) is disconnected.
 #: Pausing reads bounds new requests, but those already read (one read can hold hundreds of pulls) are answered.
 WRITE_BUFFER_HARD_LIMIT: Final = 64 * 1024 * 1024
+#: Server side: a peer whose responses stay above the high-water mark this long (it reads nothing, or
+#: too little to drain ~768 KiB in that time) is disconnected too. With reads paused below the hard
+#: limit it would otherwise hold its buffered responses until the idle check, 120 s later.
+WRITE_STALL_TIMEOUT: Final = 5.0
 #: Queued outgoing bytes that force an immediate write instead of waiting for the next loop turn.
 OUTBOX_FLUSH_BYTES: Final = 256 * 1024
 #: How long a connection closed for a malformed frame waits for handlers of the good frames before it.
@@ -305,6 +309,7 @@ class Channel(asyncio.Protocol):
         self._pause_reading_on_backpressure = pause_reading_on_backpressure
         self._read_paused = False
         self._reading_stopped = False
+        self._stall_timer: asyncio.TimerHandle | None = None
         self._closer: asyncio.Task[None] | None = None
         self._on_open = on_open
         self._on_lost = on_lost
@@ -347,6 +352,7 @@ class Channel(asyncio.Protocol):
     def connection_lost(self, exc: Exception | None) -> None:
         self._closed = True
         self._lost = True
+        self._cancel_stall_timer()
         self._outbox.clear()
         self._outbox_bytes = 0
         if exc is not None:
@@ -385,13 +391,28 @@ class Channel(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._write_paused = True
+        if self._pause_reading_on_backpressure and self._stall_timer is None and not self._closed:
+            self._stall_timer = self._loop.call_later(WRITE_STALL_TIMEOUT, self._write_stalled)
         if self._pause_reading_on_backpressure and not self._read_paused and self._transport is not None:
             logger.debug("%s: write buffer full, pausing reads", self)
             self._read_paused = True
             self._transport.pause_reading()
 
+    def _write_stalled(self) -> None:
+        self._stall_timer = None
+        if self._write_paused and not self._closed and self._transport is not None:
+            logger.warning("%s: peer has not read its responses for %.0f s (%d bytes buffered): disconnecting", self,
+                           WRITE_STALL_TIMEOUT, self._transport.get_write_buffer_size())
+            self.abort()
+
+    def _cancel_stall_timer(self) -> None:
+        if self._stall_timer is not None:
+            self._stall_timer.cancel()
+            self._stall_timer = None
+
     def resume_writing(self) -> None:
         self._write_paused = False
+        self._cancel_stall_timer()
         self._wake_drain_waiters()
         if self._read_paused and not (self._reading_stopped or self._closed) and self._transport is not None:
             self._read_paused = False
