@@ -279,18 +279,19 @@ _LATENCY_PRODUCER = textwrap.dedent("""
 
     started = time.perf_counter()
     cpu_started = time.process_time()
-    if mode == "asyncio":
+    if mode == "asyncio":  # batch is 1
         producer.instance.run(pace_on_the_loop())
-    for index in range(0, total if mode == "threads" else 0, batch):
-        target = started + index / rate
-        delay = target - time.perf_counter()
-        if delay > 0:
-            time.sleep(delay)
-        if batch == 1:
-            producer.send_async(Message(topic, b"%019d" % time.time_ns() + pad)).add_done_callback(completed)
-        else:
-            producer.send_batch([Message(topic, b"%019d" % time.time_ns() + pad) for _ in range(batch)])
-    if batch == 1 or mode == "asyncio":
+    else:
+        for index in range(0, total, batch):
+            target = started + index / rate
+            delay = target - time.perf_counter()
+            if delay > 0:
+                time.sleep(delay)
+            if batch == 1:
+                producer.send_async(Message(topic, b"%019d" % time.time_ns() + pad)).add_done_callback(completed)
+            else:
+                producer.send_batch([Message(topic, b"%019d" % time.time_ns() + pad) for _ in range(batch)])
+    if batch == 1:
         if not all_done.wait(30):
             raise SystemExit(f"only {outcome['done']} of {total} sends completed")
         if outcome["error"] is not None:

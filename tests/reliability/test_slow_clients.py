@@ -54,6 +54,18 @@ def runtime_info(address: str) -> dict[str, str]:
         connection.close()
 
 
+async def preload(address: str, count: int) -> None:
+    """``count`` messages of `BODY` into queue 0 of `TOPIC`, each acknowledged."""
+    client = RemotingClient()
+    try:
+        for index in range(count):
+            response = await client.invoke(address, send_request(
+                TOPIC, BODY, {"UNIQ_KEY": f"B{index}"}, queue_id=0, default_topic_queue_nums=2), 10)
+            assert response.code == ResponseCode.SUCCESS
+    finally:
+        await client.close()
+
+
 async def latencies(address: str, count: int) -> tuple[list[float], list[float]]:
     """Send-then-pull round trips of a well-behaved client: (send latencies, pull latencies) in ms."""
     client = RemotingClient()
@@ -87,17 +99,7 @@ def test_a_client_that_never_reads_does_not_stall_others(tmp_path: Path) -> None
                                        "maxTransferBytesOnMessageInMemory=524288"), tmp_path / "broker.log")
     stalled: socket.socket | None = None
     try:
-        async def preload() -> None:
-            client = RemotingClient()
-            try:
-                for index in range(PRELOAD):
-                    response = await client.invoke(broker.address, send_request(
-                        TOPIC, BODY, {"UNIQ_KEY": f"B{index}"}, queue_id=0, default_topic_queue_nums=2), 10)
-                    assert response.code == ResponseCode.SUCCESS
-            finally:
-                await client.close()
-
-        asyncio.run(preload())
+        asyncio.run(preload(broker.address, PRELOAD))
         baseline_sends, baseline_pulls = asyncio.run(latencies(broker.address, PROBES))
         rss_before = broker.rss_kb()
         host, _, port = broker.address.rpartition(":")
@@ -144,17 +146,7 @@ def test_a_client_that_stops_reading_below_the_hard_limit_is_dropped_after_the_s
                                        "maxTransferBytesOnMessageInMemory=524288"), tmp_path / "broker.log")
     stalled: socket.socket | None = None
     try:
-        async def preload() -> None:
-            client = RemotingClient()
-            try:
-                for index in range(64):
-                    response = await client.invoke(broker.address, send_request(
-                        TOPIC, BODY, {"UNIQ_KEY": f"B{index}"}, queue_id=0, default_topic_queue_nums=2), 10)
-                    assert response.code == ResponseCode.SUCCESS
-            finally:
-                await client.close()
-
-        asyncio.run(preload())
+        asyncio.run(preload(broker.address, 64))
         host, _, port = broker.address.rpartition(":")
         stalled = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
         stalled.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)

@@ -21,7 +21,7 @@ from types import TracebackType
 from rocketflow.broker.config import BrokerConfig, build_broker_config
 from rocketflow.broker.controller import BrokerController
 from rocketflow.namesrv import NameServer, NamesrvConfig
-from rocketflow.net.event_loop import event_loop_factory, parse_event_loop_kind
+from rocketflow.net.event_loop import parse_event_loop_kind, resolve_event_loop_kind, run
 from rocketflow.store import BrokerRole
 
 
@@ -157,11 +157,10 @@ class DevCluster:
         """Start serving on a daemon thread; returns once both servers listen (raises if they cannot)."""
         ready: Future[None] = Future()
 
-        factory = event_loop_factory(self.event_loop)
+        loop_kind = resolve_event_loop_kind(self.event_loop)  # here, so that a missing uvloop raises here
 
         def main() -> None:
-            with asyncio.Runner(loop_factory=factory) as runner:
-                runner.run(self._serve(ready))
+            run(self._serve(ready), loop_kind)
 
         self._thread = threading.Thread(target=main, name="rocketflow-dev-cluster", daemon=True)
         self._thread.start()

@@ -19,7 +19,7 @@ from rocketflow.protocol.names import SCHEDULE_TOPIC
 from rocketflow.protocol.properties import InvalidPropertyError, encode_properties_bytes
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.protocol.tags import tags_code as compute_tags_code
-from rocketflow.store.commit_log import PutMessageRequest
+from rocketflow.store.commit_log import AppendResult, PutMessageRequest
 from rocketflow.store.config_file import DelayOffsetManager
 
 if TYPE_CHECKING:
@@ -146,9 +146,8 @@ class ScheduleMessageService:
             uniq_key=properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
             wait_store_msg_ok=False,
         )
-        future = broker.store.put_messages_async([request])
-        if future.done():
-            result = future.result()
+        result = broker.store.put_messages_or_wait([request])
+        if isinstance(result, AppendResult):  # always: the request does not wait for a flush
             if not result.status.is_ok:
                 logger.error("re-delivering delayed message %s to %s failed: %s %s", message.msg_id, real_topic,
                              result.status.value, result.error)

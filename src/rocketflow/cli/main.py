@@ -80,6 +80,9 @@ def codec_demo() -> None:
 _SET_HELP = "Any broker setting as KEY=VALUE (RocketMQ camelCase or snake_case name); repeatable."
 _EVENT_LOOP_HELP = ("The asyncio event loop: uvloop when installed (auto), or the standard library's (asyncio); "
                     "the ROCKETFLOW_EVENT_LOOP environment variable overrides auto.")
+#: ``--event-loop`` of the server commands (choices: `rocketflow.net.event_loop.EventLoopKind`)
+_event_loop_option = click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto",
+                                  show_default=True, help=_EVENT_LOOP_HELP)
 _METRICS_HELP = "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics [default: 0 = off]."
 
 
@@ -126,8 +129,7 @@ def _tls_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--port", default=None, type=click.IntRange(0, 65535), help="Port (0 = free) [default: 9876].")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Any name server setting as KEY=VALUE (RocketMQ camelCase or snake_case name); repeatable.")
-@click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto", show_default=True,
-              help=_EVENT_LOOP_HELP)
+@_event_loop_option
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
 @_tls_options
 @_acl_option
@@ -160,8 +162,7 @@ def namesrv(conf_file: str | None, host: str | None, port: int | None, settings:
 @click.option("--broker-id", default=None, type=click.IntRange(0), help="brokerId: 0 for a master, > 0 for a slave.")
 @click.option("--metrics-port", default=None, type=click.IntRange(0, 65535), help=_METRICS_HELP)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
-@click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto", show_default=True,
-              help=_EVENT_LOOP_HELP)
+@_event_loop_option
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
 @_tls_options
 @_acl_option
@@ -206,8 +207,7 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
               help="Also run this many slaves of the broker (free ports; see docs/replication.md).")
 @click.option("--metrics-port", default=None, type=click.IntRange(0, 65535), help=_METRICS_HELP)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
-@click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto", show_default=True,
-              help=_EVENT_LOOP_HELP)
+@_event_loop_option
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
 @_tls_options
 @_acl_option

@@ -391,9 +391,11 @@ class Channel(asyncio.Protocol):
 
     def pause_writing(self) -> None:
         self._write_paused = True
-        if self._pause_reading_on_backpressure and self._stall_timer is None and not self._closed:
+        if not self._pause_reading_on_backpressure:
+            return
+        if self._stall_timer is None and not self._closed:
             self._stall_timer = self._loop.call_later(WRITE_STALL_TIMEOUT, self._write_stalled)
-        if self._pause_reading_on_backpressure and not self._read_paused and self._transport is not None:
+        if not self._read_paused and self._transport is not None:
             logger.debug("%s: write buffer full, pausing reads", self)
             self._read_paused = True
             self._transport.pause_reading()

@@ -106,9 +106,6 @@ class JsonConfigFile(Generic[BodyT]):
         self.loaded_from = "default"
         return self.default()
 
-    def persist(self, body: BodyT) -> None:
-        self.write_with(lambda: body.encode(pretty=True))
-
     def write_with(self, encoded: Callable[[], bytes]) -> None:
         """Write what ``encoded()`` returns, one writer at a time, taking it once the file is ours: a
         newer snapshot is never overwritten by an older one, whichever thread writes it. Callers

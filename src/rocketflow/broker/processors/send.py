@@ -389,7 +389,7 @@ class SendMessageProcessor:
 
     async def _await_put(self, request: RemotingCommand, outcome: AppendResult | Future[AppendResult],
                          queue_id: int, batch: bool, wait_for_replica: bool) -> RemotingCommand:
-        result = outcome if isinstance(outcome, AppendResult) else await asyncio.wrap_future(outcome)
+        result = await _appended(outcome)
         if wait_for_replica:
             result = await self.broker.wait_for_replica(result)
         return self._put_response(request, result, queue_id, batch)
@@ -492,13 +492,14 @@ class SendMessageProcessor:
         if isinstance(put, RemotingCommand):
             return put
         creations.apply(broker)
-        future = broker.store.put_messages_async([put])
-        if future.done() and not broker.replicates_synchronously:
-            return self._send_back_response(request, future.result())
-        return self._await_send_back(request, future)
+        outcome = broker.store.put_messages_or_wait([put])
+        if isinstance(outcome, AppendResult) and not broker.replicates_synchronously:
+            return self._send_back_response(request, outcome)
+        return self._await_send_back(request, outcome)
 
-    async def _await_send_back(self, request: RemotingCommand, future: Future[AppendResult]) -> RemotingCommand:
-        result = await self.broker.wait_for_replica(await asyncio.wrap_future(future))
+    async def _await_send_back(self, request: RemotingCommand,
+                               outcome: AppendResult | Future[AppendResult]) -> RemotingCommand:
+        result = await self.broker.wait_for_replica(await _appended(outcome))
         return self._send_back_response(request, result)
 
     def _send_back_response(self, request: RemotingCommand, result: AppendResult) -> RemotingCommand:
@@ -506,6 +507,11 @@ class SendMessageProcessor:
             self.broker.stats.put_messages(result.message_count, result.wrote_bytes)
             return request.make_response(ResponseCode.SUCCESS)
         return request.make_response(ResponseCode.SYSTEM_ERROR, remark=result.status.value)
+
+
+async def _appended(outcome: AppendResult | Future[AppendResult]) -> AppendResult:
+    """What `MessageStore.put_messages_or_wait` gave, once the flush it may wait for is done."""
+    return outcome if isinstance(outcome, AppendResult) else await asyncio.wrap_future(outcome)
 
 
 _STORED_BUT_NOT_OK: Final = {
