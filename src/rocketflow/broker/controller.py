@@ -219,7 +219,7 @@ class BrokerController:
         self.delay_offsets.load()
         await asyncio.to_thread(self.store.start)
         try:
-            self.store.add_dispatch_listener(self.hold_service.notify_message_arriving)
+            self.store.add_dispatch_run_listener(self.hold_service.notify_messages_arriving)
             self.hold_service.start()
             await self.server.start()
         except BaseException:

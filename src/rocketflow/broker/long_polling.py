@@ -14,7 +14,7 @@ import asyncio
 import contextlib
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from rocketflow.net import RequestContext
@@ -119,23 +119,32 @@ class PullRequestHoldService:
 
     def notify_message_arriving(self, topic: str, queue_id: int, queue_offset: int, tags_code: int,
                                 store_timestamp: int = 0) -> None:
-        """Dispatch listener: a message was stored at ``queue_offset`` of ``topic@queue_id``."""
+        """A message was stored at ``queue_offset`` of ``topic@queue_id``."""
+        self.notify_messages_arriving(topic, queue_id, queue_offset, (tags_code,), store_timestamp)
+
+    def notify_messages_arriving(self, topic: str, queue_id: int, first_offset: int, tags_codes: Sequence[int],
+                                 store_timestamp: int = 0) -> None:
+        """Dispatch run listener: messages were stored at ``first_offset`` on of ``topic@queue_id``."""
         if not self._held:
             return
         pulls = self._held.get((topic, queue_id))
-        if not pulls or not self.long_polling_enable:
+        if not pulls or not self.long_polling_enable or not tags_codes:
             return
         if threading.get_ident() != self._loop_thread:
             loop = self._loop
             if loop is not None:
-                loop.call_soon_threadsafe(self.notify_message_arriving, topic, queue_id, queue_offset, tags_code)
+                loop.call_soon_threadsafe(self.notify_messages_arriving, topic, queue_id, first_offset,
+                                          list(tags_codes))
             return
-        code = _to_int32(tags_code)
+        last_offset = first_offset + len(tags_codes) - 1
         for held in pulls:
-            if held.done or queue_offset < held.pull_from_offset:
+            if held.done or last_offset < held.pull_from_offset:
                 continue
-            if held.codes is not None and code not in held.codes:
-                continue
+            codes = held.codes
+            if codes is not None:
+                wanted = tags_codes[max(0, held.pull_from_offset - first_offset):]
+                if not any(_to_int32(code) in codes for code in wanted):
+                    continue
             held.done = True
             self.woken_by_message += 1
             # Answer after the put that woke us has finished (and been answered).

@@ -65,6 +65,13 @@ def _record_struct(head: struct.Struct, body_len: int, topic_len: int, props_len
             _RECORD_STRUCTS.clear()
         packer = _RECORD_STRUCTS[key] = struct.Struct(f"{head.format}{body_len}s{topic_len}sh{props_len}s")
     return packer
+#: a batch element's head as producers encode it: total size, magic, body CRC, flag, body length
+_BATCH_ELEMENT_HEAD = struct.Struct(">iiiii")
+_BATCH_ELEMENT_HEAD_SIZE = _BATCH_ELEMENT_HEAD.size
+#: the smallest element: the head and an empty properties length
+_BATCH_ELEMENT_MIN = _BATCH_ELEMENT_HEAD_SIZE + 2
+#: distinct TAGS values whose codes a commit log remembers before starting over
+_TAGS_CACHE_MAX = 4096
 _V6_BITS = int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
 _BORN_V6 = int(MessageSysFlag.BORNHOST_V6)
 _STORE_V6 = int(MessageSysFlag.STOREHOST_V6)
@@ -213,9 +220,36 @@ class PutBatchRequest:
         self.uniq_keys.append(uniq_key)
 
 
-def waits_for_store(requests: Sequence[PutMessageRequest] | PutBatchRequest) -> bool:
+@dataclass(slots=True)
+class EncodedBatchRequest:
+    """A SEND_BATCH_MESSAGE body as the producer encoded it, stored in one pass (RocketMQ's MessageExtBatch).
+
+    ``encoded`` holds the messages in RocketMQ's batch encoding (each: total size, magic, body CRC,
+    flag, body length, body, properties length, properties). The commit log walks it once: it checks
+    every message, reads TAGS, KEYS and UNIQ_KEY in place, and stores each message's properties
+    followed by ``properties_suffix`` (the batch-wide properties, e.g. CLUSTER), as RocketMQ's
+    batch encoder does. A malformed message raises `IllegalMessageError` before anything is written.
+    """
+
+    topic: str
+    queue_id: int
+    encoded: bytes
+    #: encoded properties added to every message's own (a separator goes between when needed)
+    properties_suffix: bytes = b""
+    sys_flag: int = 0
+    born_timestamp: int = 0
+    born_host: tuple[str, int] | bytes = ("127.0.0.1", 0)
+    store_host: tuple[str, int] | bytes | None = None
+    wait_store_msg_ok: bool = True
+
+
+#: what one put stores: messages one by one, or a batch of one topic and queue
+PutRequests = Sequence[PutMessageRequest] | PutBatchRequest | EncodedBatchRequest
+
+
+def waits_for_store(requests: PutRequests) -> bool:
     """Whether a put's sender waits for it to be durable (the WAIT property, RocketMQ's waitStoreMsgOK)."""
-    if isinstance(requests, PutBatchRequest):
+    if isinstance(requests, (PutBatchRequest, EncodedBatchRequest)):
         return requests.wait_store_msg_ok
     return any(request.wait_store_msg_ok for request in requests)
 
@@ -275,6 +309,10 @@ class AppendResult:
     @classmethod
     def failed(cls, status: PutMessageStatus, error: str) -> AppendResult:
         return cls(status=status, error=error)
+
+
+def _illegal_element(index: int, detail: str) -> IllegalMessageError:
+    return IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, f"batch message {index}: {detail}")
 
 
 def _reserve_chunks(chunks: Sequence[tuple[MappedFile, list[bytes], bool]]) -> None:
@@ -347,6 +385,8 @@ class CommitLog:
         self.segment_size = config.commit_log_segment_size
         self.files = MappedFileQueue(config.commit_log_dir, self.segment_size)
         self.topic_queue_table: dict[tuple[str, int], int] = {}
+        #: TAGS value (raw bytes) -> tags code, for encoded batches
+        self._tags_codes: dict[bytes, int] = {}
         self.default_store_host = pack_host(*config.store_host)
         self.lock = threading.Lock()
         self.confirm_offset = 0
@@ -584,6 +624,23 @@ class CommitLog:
         )
         return result, batch
 
+    def _batch_layout(self, batch: PutBatchRequest | EncodedBatchRequest
+                      ) -> tuple[bytes, bytes, bytes, struct.Struct, int]:
+        """What every record of a batch shares: topic part, born and store hosts, head struct, sys flag."""
+        try:
+            topic_part = _topic_part(batch.topic)
+        except (ValueError, UnicodeEncodeError, AttributeError) as exc:
+            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad topic: {exc}") from None
+        try:
+            born = packed_host(batch.born_host)
+            store = self.default_store_host if batch.store_host is None else packed_host(batch.store_host)
+        except (ValueError, TypeError, IndexError) as exc:
+            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad host: {exc}") from None
+        born_v6 = len(born) == HOST_SIZE_V6
+        store_v6 = len(store) == HOST_SIZE_V6
+        sys_flag = (batch.sys_flag & ~_V6_BITS) | (_BORN_V6 if born_v6 else 0) | (_STORE_V6 if store_v6 else 0)
+        return topic_part, born, store, _HEADS[(born_v6, store_v6)], sys_flag
+
     def append_batch(self, batch: PutBatchRequest, now_ms: int | None = None) -> tuple[AppendResult, DispatchBatch]:
         """Append a `PutBatchRequest`: the same records and outcome as `append` of one request per message.
 
@@ -600,19 +657,7 @@ class CommitLog:
         now = int(time.time() * 1000) if now_ms is None else now_ms
         topic = batch.topic
         queue_id = batch.queue_id
-        try:
-            topic_part = _topic_part(topic)
-        except (ValueError, UnicodeEncodeError, AttributeError) as exc:
-            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad topic: {exc}") from None
-        try:
-            born = packed_host(batch.born_host)
-            store = self.default_store_host if batch.store_host is None else packed_host(batch.store_host)
-        except (ValueError, TypeError, IndexError) as exc:
-            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, f"bad host: {exc}") from None
-        born_v6 = len(born) == HOST_SIZE_V6
-        store_v6 = len(store) == HOST_SIZE_V6
-        head = _HEADS[(born_v6, store_v6)]
-        sys_flag = (batch.sys_flag & ~_V6_BITS) | (_BORN_V6 if born_v6 else 0) | (_STORE_V6 if store_v6 else 0)
+        topic_part, born, store, head, sys_flag = self._batch_layout(batch)
         fixed = head.size + 2 + len(topic_part)
         topic_len = len(topic_part)
         born_timestamp = batch.born_timestamp
@@ -709,18 +754,25 @@ class CommitLog:
         except BaseException:
             files.discard_unused_after(first_mapped)
             raise
+        return self._write_batch(chunks, key if in_queue else None, first_queue_offset, queue_offset, units,
+                                 index_keys, index_offsets, now, first_offset, base + pos, total, count, offsets, store)
+
+    def _write_batch(self, chunks: list[tuple[MappedFile, list[bytes], bool]], key: tuple[str, int] | None,
+                     first_queue_offset: int, next_queue_offset: int, units: list[int], index_keys: list[bytes],
+                     index_offsets: list[int], now: int, first_offset: int, end_offset: int, total: int,
+                     count: int, offsets: list[int], store: bytes) -> tuple[AppendResult, DispatchBatch]:
+        """Write a packed batch's chunks (space reserved) and account for it: the result and its dispatch."""
         for target, chunk_parts, end_of_file in chunks:
             if chunk_parts:
                 target.append(chunk_parts[0] if len(chunk_parts) == 1 else b"".join(chunk_parts))
             if end_of_file:
                 target.wrote_position = target.file_size
-        if in_queue:
-            table[key] = queue_offset
-            queue_offsets = list(range(first_queue_offset, queue_offset))
+        if key is not None:
+            self.topic_queue_table[key] = next_queue_offset
+            queue_offsets = list(range(first_queue_offset, next_queue_offset))
         else:
             queue_offsets = [0] * count
-        end_offset = base + pos
-        dispatch = DispatchBatch(runs={key: [first_queue_offset, units]} if in_queue else {},
+        dispatch = DispatchBatch(runs={key: [first_queue_offset, units]} if key is not None else {},
                                  index_keys=index_keys, index_offsets=index_offsets,
                                  index_timestamps=[now] * len(index_keys), store_timestamp=now, end_offset=end_offset)
         result = AppendResult(
@@ -736,6 +788,171 @@ class CommitLog:
             end_offset=end_offset,
         )
         return result, dispatch
+
+    def append_encoded_batch(self, batch: EncodedBatchRequest,
+                             now_ms: int | None = None) -> tuple[AppendResult, DispatchBatch]:
+        """Append an `EncodedBatchRequest`: what `append_batch` stores for the same messages, in one pass.
+
+        Decoding, checks, TAGS/KEYS/UNIQ_KEY lookups and record packing share one loop over the
+        encoded messages (no per-message lists in between). Raises `IllegalMessageError` (nothing
+        written) for a malformed or oversized message, naming it by its index in the batch.
+        """
+        data = batch.encoded
+        end = len(data)
+        if not end:
+            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, "the batch body is empty")
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        topic = batch.topic
+        queue_id = batch.queue_id
+        topic_part, born, store, head, sys_flag = self._batch_layout(batch)
+        suffix = batch.properties_suffix
+        separated_suffix = b"\x02" + suffix
+        fixed = head.size + 2 + len(topic_part)
+        topic_len = len(topic_part)
+        born_timestamp = batch.born_timestamp
+        max_size = self.config.max_message_size
+        max_props = self.config.max_properties_size
+        segment_size = self.segment_size
+        key = (topic, queue_id)
+        in_queue = enters_consume_queue(sys_flag)
+        schedule = topic == SCHEDULE_TOPIC
+        delay_levels = self.config.delay_levels_ms
+        first_queue_offset = self.topic_queue_table.get(key, 0) if in_queue else 0
+        queue_offset = first_queue_offset
+        files = self.files
+        mapped = first_mapped = files.last_for_write(0)
+        base = mapped.file_from_offset
+        pos = mapped.wrote_position
+        room = segment_size - pos
+        first_offset = base + pos
+        chunks: list[tuple[MappedFile, list[bytes], bool]] = []
+        parts: list[bytes] = []
+        add = parts.append
+        offsets: list[int] = []
+        add_offset = offsets.append
+        units: list[int] = []
+        add_units = units.extend
+        indexing = self.config.message_index_enable
+        index_keys: list[bytes] = []
+        add_index = index_keys.append
+        index_offsets: list[int] = []
+        add_index_offset = index_offsets.append
+        index_prefix = (topic + "#").encode("utf-8")
+        tags_cache = self._tags_codes
+        if len(tags_cache) > _TAGS_CACHE_MAX:
+            tags_cache.clear()
+        unpack = _BATCH_ELEMENT_HEAD.unpack_from
+        crc32 = zlib.crc32
+        record_struct = _record_struct
+        packers: dict[tuple[int, int], struct.Struct] = {}
+        packer = head
+        packer_body_len = packer_props_len = -1
+        total = 0
+        element = 0
+        element_start = 0
+        try:
+            while element_start < end:
+                if end - element_start < _BATCH_ELEMENT_MIN:
+                    raise _illegal_element(element, f"truncated ({end - element_start} bytes left)")
+                declared, _magic, _crc, flag, body_len = unpack(data, element_start)
+                body_start = element_start + _BATCH_ELEMENT_HEAD_SIZE
+                body_end = body_start + body_len
+                if body_len < 0 or body_end + 2 > end:
+                    raise _illegal_element(element, f"body length {body_len} exceeds the batch")
+                if body_len > max_size:
+                    raise _illegal_element(element, f"body size {body_len} exceeds the maximum {max_size}")
+                own_props_len = (data[body_end] << 8) | data[body_end + 1]
+                element_end = body_end + 2 + own_props_len
+                if own_props_len > 0x7FFF or element_end > end:
+                    raise _illegal_element(element, f"properties length {own_props_len} exceeds the batch")
+                if declared != element_end - element_start:
+                    raise _illegal_element(element, f"declared size {declared} != actual {element_end - element_start}")
+                body = data[body_start:body_end]
+                tags = 0
+                uniq = keys = None
+                if own_props_len:
+                    props = data[body_end + 2:element_end]
+                    # TAGS, KEYS and UNIQ_KEY looked up in place: no full properties parse per message
+                    found = props.find(b"TAGS\x01")
+                    if found >= 0 and (found == 0 or props[found - 1] == 2):
+                        stop = props.find(b"\x02", found + 5)
+                        raw = props[found + 5:stop] if stop >= 0 else props[found + 5:]
+                        cached = tags_cache.get(raw)
+                        if cached is None:
+                            cached = tags_cache[raw] = compute_tags_code(raw.decode("utf-8", "replace"))
+                        tags = cached
+                    if indexing:
+                        found = props.find(b"UNIQ_KEY\x01")
+                        if found >= 0 and (found == 0 or props[found - 1] == 2):
+                            stop = props.find(b"\x02", found + 9)
+                            uniq = props[found + 9:stop] if stop >= 0 else props[found + 9:]
+                        found = props.find(b"KEYS\x01")
+                        if found >= 0 and (found == 0 or props[found - 1] == 2):
+                            stop = props.find(b"\x02", found + 5)
+                            keys = props[found + 5:stop] if stop >= 0 else props[found + 5:]
+                    if suffix:
+                        props = props + suffix if props[-1] == 2 else props + separated_suffix
+                else:
+                    props = suffix
+                props_len = len(props)
+                size = fixed + body_len + props_len
+                if props_len > max_props:
+                    raise IllegalMessageError(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+                                              f"batch message {element}: properties are {props_len} bytes, "
+                                              f"at most {max_props} allowed")
+                if size > max_size or size + END_FILE_MIN_BLANK_LENGTH > segment_size:
+                    raise _illegal_element(element, f"message of {size} bytes exceeds the maximum {max_size}")
+                if size + END_FILE_MIN_BLANK_LENGTH > room:
+                    add(_BLANK.pack(room, BLANK_MAGIC_CODE))
+                    chunks.append((mapped, parts, True))
+                    mapped = files.next_for_write(mapped)
+                    base = mapped.file_from_offset
+                    pos = mapped.wrote_position
+                    room = segment_size - pos
+                    parts = []
+                    add = parts.append
+                    if not offsets:
+                        first_offset = base + pos
+                phys = base + pos
+                if body_len != packer_body_len or props_len != packer_props_len:
+                    found_packer = packers.get((body_len, props_len))
+                    if found_packer is None:
+                        found_packer = packers[(body_len, props_len)] = record_struct(head, body_len, topic_len,
+                                                                                      props_len)
+                    packer = found_packer
+                    packer_body_len, packer_props_len = body_len, props_len
+                add(packer.pack(size, MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, phys,
+                                sys_flag, born_timestamp, born, now, store, 0, 0, body_len, body, topic_part,
+                                props_len, props))
+                pos += size
+                room -= size
+                total += size
+                add_offset(phys)
+                if in_queue:
+                    if schedule:
+                        deliver_at = schedule_tags_code(_decoded_properties(props), now, delay_levels)
+                        if deliver_at is not None:
+                            tags = deliver_at
+                    add_units((phys, size, tags))
+                    queue_offset += 1
+                if uniq:
+                    add_index(index_prefix + uniq)
+                    add_index_offset(phys)
+                if keys:
+                    for word in keys.split(b" "):
+                        if word:
+                            add_index(index_prefix + word)
+                            add_index_offset(phys)
+                element_start = element_end
+                element += 1
+            chunks.append((mapped, parts, False))
+            _reserve_chunks(chunks)
+        except BaseException:
+            files.discard_unused_after(first_mapped)
+            raise
+        return self._write_batch(chunks, key if in_queue else None, first_queue_offset, queue_offset, units,
+                                 index_keys, index_offsets, now, first_offset, base + pos, total, element, offsets,
+                                 store)
 
     # -- reads -----------------------------------------------------------------------------
     def read(self, offset: int, size: int) -> bytes | None:

@@ -8,7 +8,7 @@ always be rebuilt.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from rocketflow.store.commit_log import DispatchBatch
 from rocketflow.store.consume_queue import ConsumeQueueTable, units_struct
@@ -18,6 +18,8 @@ log = logging.getLogger(__name__)
 
 #: listener(topic, queue_id, queue_offset, tags_code, store_timestamp), called per dispatched message
 DispatchListener = Callable[[str, int, int, int, int], None]
+#: listener(topic, queue_id, first_queue_offset, tags_codes, store_timestamp), called per run of one queue
+DispatchRunListener = Callable[[str, int, int, Sequence[int], int], None]
 
 
 class Dispatcher:
@@ -27,6 +29,7 @@ class Dispatcher:
         self.consume_queues = consume_queues
         self.index = index
         self.listeners: list[DispatchListener] = []
+        self.run_listeners: list[DispatchRunListener] = []
         #: commit-log offset just past the last dispatched record
         self.dispatched_offset = 0
 
@@ -35,6 +38,9 @@ class Dispatcher:
 
     def remove_listener(self, listener: DispatchListener) -> None:
         self.listeners = [fn for fn in self.listeners if fn is not listener]
+
+    def add_run_listener(self, listener: DispatchRunListener) -> None:
+        self.run_listeners = [*self.run_listeners, listener]
 
     def dispatch(self, batch: DispatchBatch, *, notify: bool = True) -> None:
         """Write a batch's consume-queue units and index entries, then notify listeners."""
@@ -47,6 +53,15 @@ class Dispatcher:
             self.index.build(batch.index_keys, batch.index_offsets, batch.index_timestamps)
         if batch.end_offset > self.dispatched_offset:
             self.dispatched_offset = batch.end_offset
+        if notify and self.run_listeners:
+            store_timestamp = batch.store_timestamp
+            for (topic, queue_id), (first_offset, values) in runs.items():
+                tags_codes = values[2::3]
+                for run_listener in self.run_listeners:
+                    try:
+                        run_listener(topic, queue_id, first_offset, tags_codes, store_timestamp)
+                    except Exception:  # a listener's bug must not break the store
+                        log.exception("dispatch listener failed")
         listeners = self.listeners
         if notify and listeners:
             store_timestamp = batch.store_timestamp

@@ -38,15 +38,17 @@ from rocketflow.store.commit_log import (
     AppendResult,
     CommitLog,
     DispatchBatch,
+    EncodedBatchRequest,
     IllegalMessageError,
     PutBatchRequest,
     PutMessageRequest,
     PutMessageStatus,
+    PutRequests,
     waits_for_store,
 )
 from rocketflow.store.config import BrokerRole, StoreConfig
 from rocketflow.store.consume_queue import CQ_UNIT_SIZE, ConsumeQueue, ConsumeQueueTable, units_struct
-from rocketflow.store.dispatcher import Dispatcher, DispatchListener
+from rocketflow.store.dispatcher import Dispatcher, DispatchListener, DispatchRunListener
 from rocketflow.store.errors import StoreNotRunningError
 from rocketflow.store.flush import (
     AsyncFlushService,
@@ -398,6 +400,14 @@ class MessageStore:
         """
         self.dispatcher.add_listener(listener)
 
+    def add_dispatch_run_listener(self, listener: DispatchRunListener) -> None:
+        """Call `listener(topic, queue_id, first_queue_offset, tags_codes, store_timestamp)` for each run of
+        consecutive messages a put (or recovery) stored in one queue: cheaper than a call per message.
+
+        Same rules as `add_dispatch_listener`.
+        """
+        self.dispatcher.add_run_listener(listener)
+
     def add_append_listener(self, listener: Callable[[int], None]) -> None:
         """Call `listener(commit-log end offset)` after each stored put, on the putting thread, outside the lock."""
         self._append_listeners = [*self._append_listeners, listener]
@@ -437,7 +447,7 @@ class MessageStore:
         """Store one message; under SYNC_FLUSH, blocks until flushed (or FLUSH_DISK_TIMEOUT)."""
         return self.put_messages((request,))
 
-    def put_messages(self, requests: Sequence[PutMessageRequest] | PutBatchRequest) -> AppendResult:
+    def put_messages(self, requests: PutRequests) -> AppendResult:
         """Store a batch (one contiguous write per segment); blocks for the flush under SYNC_FLUSH."""
         result, wait = self._put(requests)
         if not wait:
@@ -453,7 +463,7 @@ class MessageStore:
         return self.put_messages_async((request,))
 
     def put_messages_async(
-        self, requests: Sequence[PutMessageRequest] | PutBatchRequest
+        self, requests: PutRequests
     ) -> concurrent.futures.Future[AppendResult]:
         """Store a batch; the future resolves once durable enough to acknowledge (at once under ASYNC_FLUSH)."""
         outcome = self.put_messages_or_wait(requests)
@@ -464,7 +474,7 @@ class MessageStore:
         return outcome
 
     def put_messages_or_wait(
-        self, requests: Sequence[PutMessageRequest] | PutBatchRequest
+        self, requests: PutRequests
     ) -> AppendResult | concurrent.futures.Future[AppendResult]:
         """`put_messages_async` without a future when there is nothing to wait for: the result itself
         unless a SYNC_FLUSH put waits for its group commit (a future per put is ~2 us of a single send)."""
@@ -482,7 +492,7 @@ class MessageStore:
         """`put_batch` whose future resolves once durable enough to acknowledge (as `put_messages_async`)."""
         return self.put_messages_async(batch)
 
-    def _put(self, requests: Sequence[PutMessageRequest] | PutBatchRequest) -> tuple[AppendResult, bool]:
+    def _put(self, requests: PutRequests) -> tuple[AppendResult, bool]:
         if not self._running:
             return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running"), False
         if self.config.broker_role is BrokerRole.SLAVE:
@@ -501,7 +511,9 @@ class MessageStore:
                 return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._dispatch_error), False
             try:
                 now = self._clock_ms() if self._clock_ms is not None else None
-                if isinstance(requests, PutBatchRequest):
+                if isinstance(requests, EncodedBatchRequest):
+                    result, dispatch = self.commit_log.append_encoded_batch(requests, now)
+                elif isinstance(requests, PutBatchRequest):
                     result, dispatch = self.commit_log.append_batch(requests, now)
                 else:
                     result, dispatch = self.commit_log.append(requests, now)

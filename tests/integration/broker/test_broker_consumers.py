@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import time
 
-from broker_helpers import decoded, heartbeat_request, message_properties, pull, run, send, wait_for
+from broker_helpers import decoded, heartbeat_request, message_properties, pull, run, send, send_request, wait_for
 
 from rocketflow.broker import DevCluster
 from rocketflow.net import RemotingClient, RequestContext
@@ -20,7 +20,8 @@ from rocketflow.protocol.bodies import (
     TopicStatsTable,
     UnlockBatchRequestBody,
 )
-from rocketflow.protocol.message import MessageQueue
+from rocketflow.protocol.codec import encode_batch_body
+from rocketflow.protocol.message import Message, MessageQueue
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 
@@ -68,6 +69,13 @@ def test_consumer_offsets_query_and_update() -> None:
     run(scenario)
 
 
+async def send_tagged_batch(client: RemotingClient, addr: str, tags: list[str]) -> None:
+    """One SEND_BATCH_MESSAGE to queue 0 of Polled: a message per tag, its body the tag."""
+    body = encode_batch_body([Message("Polled", tag.encode(), tags=tag) for tag in tags])
+    response = await client.invoke(addr, send_request("Polled", body, code=RequestCode.SEND_BATCH_MESSAGE), 5)
+    assert response.code == ResponseCode.SUCCESS, response.remark
+
+
 def test_long_polling_answers_on_arrival_and_on_timeout() -> None:
     async def scenario(cluster: DevCluster, client: RemotingClient) -> None:
         addr = cluster.broker_addr
@@ -109,6 +117,16 @@ def test_long_polling_answers_on_arrival_and_on_timeout() -> None:
         await send(client, addr, "Polled", b"wanted", message_properties("Wanted"))
         answer = await asyncio.wait_for(tagged, 0.5)
         assert [m.body for m in decoded(answer)] == [b"wanted"]
+        # a batch wakes it only when one of its messages has a wanted tag, wherever that message is
+        tagged = asyncio.ensure_future(pull(client, addr, "pg", "Polled", 0, 4, suspend=True, suspend_ms=2000,
+                                            subscription="Wanted"))
+        await asyncio.sleep(0.1)
+        await send_tagged_batch(client, addr, ["Other", "Other"])
+        await asyncio.sleep(0.2)
+        assert not tagged.done()
+        await send_tagged_batch(client, addr, ["Other", "Other", "Wanted"])
+        answer = await asyncio.wait_for(tagged, 0.5)
+        assert [m.body for m in decoded(answer)] == [b"Wanted"]
 
     run(scenario)
 

@@ -1,18 +1,24 @@
-"""`PutBatchRequest` (the broker's SEND_BATCH_MESSAGE path) stores exactly what per-message puts store."""
+"""Batches (`PutBatchRequest`, and `EncodedBatchRequest`: the broker's SEND_BATCH_MESSAGE path) store exactly
+what per-message puts store, and a malformed encoded batch stores nothing."""
 
 from __future__ import annotations
 
+import struct
 import tempfile
 from pathlib import Path
+from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from conftest import small_config
+from rocketflow.protocol.codec import encode_batch_body
+from rocketflow.protocol.message import Message
 from rocketflow.protocol.properties import encode_properties
 from rocketflow.protocol.tags import tags_code
 from rocketflow.store import MessageStore, PutMessageRequest
-from rocketflow.store.commit_log import PutBatchRequest
+from rocketflow.store.commit_log import EncodedBatchRequest, PutBatchRequest, PutMessageStatus
 
 messages = st.lists(
     st.tuples(
@@ -74,3 +80,133 @@ def test_batch_put_equals_message_puts(batch: list[tuple[bytes, str, str, int]])
         finally:
             single.shutdown()
             batched.shutdown()
+
+
+encoded_messages = st.lists(
+    st.tuples(
+        st.binary(min_size=0, max_size=600),
+        st.sampled_from(["", "TagA", "pay"]),
+        st.text("abc xyz", max_size=12),
+        st.one_of(st.none(), st.text("0123456789ABCDEF", min_size=1, max_size=32)),
+        st.integers(0, 7),
+    ),
+    min_size=1,
+    max_size=20,
+)
+
+
+@settings(max_examples=40)
+@given(batch=encoded_messages, suffix=st.sampled_from([{}, {"CLUSTER": "DefaultCluster"}, {"CLUSTER": "c", "X": "y"}]))
+def test_encoded_batch_put_equals_message_puts(batch: list[tuple[bytes, str, str, str | None, int]],
+                                               suffix: dict[str, str]) -> None:
+    """A batch stored from its wire encoding (SEND_BATCH_MESSAGE's body) stores what per-message puts store:
+    the same records (own properties, then the batch-wide ones), queue units, tags codes and index keys."""
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        single, batched = _store(Path(one)), _store(Path(two))
+        try:
+            requests, messages = [], []
+            for body, tags, keys, uniq, flag in batch:
+                own = {"TAGS": tags, "KEYS": keys, "UNIQ_KEY": uniq or ""}
+                own = {k: v for k, v in own.items() if v}
+                messages.append(Message("Orders", body, flag=flag, properties=dict(own)))
+                requests.append(PutMessageRequest(
+                    topic="Orders", queue_id=3, body=body, properties={**own, **suffix}, flag=flag,
+                    born_timestamp=1_700_000_000_000, born_host=("10.0.0.1", 5000),
+                ))
+            encoded = EncodedBatchRequest("Orders", 3, encode_batch_body(messages),
+                                          encode_properties(suffix).encode(), born_timestamp=1_700_000_000_000,
+                                          born_host=("10.0.0.1", 5000))
+            first = single.put_messages(requests)
+            second = batched.put_messages(encoded)
+            assert first.status == second.status == PutMessageStatus.PUT_OK
+            assert (first.queue_offset, first.message_count, first.commit_log_offsets) == \
+                (second.queue_offset, second.message_count, second.commit_log_offsets)
+            assert _log_bytes(single) == _log_bytes(batched)
+            assert single.get_max_offset_in_queue("Orders", 3) == batched.get_max_offset_in_queue("Orders", 3)
+            left_queue, right_queue = (store.consume_queues.find("Orders", 3) for store in (single, batched))
+            assert left_queue is not None and right_queue is not None
+            for offset in range(len(batch)):
+                assert left_queue.unit_at(offset) == right_queue.unit_at(offset)
+            words = {word for _, _, keys, _, _ in batch for word in keys.split() if word}
+            words |= {uniq for _, _, _, uniq, _ in batch if uniq}
+            for key in words:
+                left = single.query_message("Orders", key, 64, 0, 2**62)
+                right = batched.query_message("Orders", key, 64, 0, 2**62)
+                assert sorted(left.buffers) == sorted(right.buffers) and left.buffers
+        finally:
+            single.shutdown()
+            batched.shutdown()
+
+
+def _element(body: bytes, props: bytes, *, declared: int | None = None, body_len: int | None = None) -> bytes:
+    size = 20 + len(body) + 2 + len(props)
+    head = struct.pack(">iiiii", size if declared is None else declared, 0, 0, 0,
+                       len(body) if body_len is None else body_len)
+    return head + body + struct.pack(">H", len(props)) + props
+
+
+_GOOD = _element(b"good", b"A\x01b\x02")
+
+
+@pytest.mark.parametrize(("encoded", "status", "detail"), [
+    (b"", PutMessageStatus.MESSAGE_ILLEGAL, "the batch body is empty"),
+    (_GOOD + b"\x00" * 10, PutMessageStatus.MESSAGE_ILLEGAL, "batch message 1: truncated (10 bytes left)"),
+    (_GOOD + _GOOD + _element(b"abc", b"", body_len=900), PutMessageStatus.MESSAGE_ILLEGAL,
+     "batch message 2: body length 900 exceeds the batch"),
+    (_element(b"abc", b"", body_len=-5), PutMessageStatus.MESSAGE_ILLEGAL,
+     "batch message 0: body length -5 exceeds the batch"),
+    (_GOOD + _element(b"abc", b"K\x01v\x02", declared=99), PutMessageStatus.MESSAGE_ILLEGAL,
+     "batch message 1: declared size 99 != actual 29"),
+    (_GOOD + _element(b"abc", b"")[:-2] + b"\x7f\xff", PutMessageStatus.MESSAGE_ILLEGAL,
+     "batch message 1: properties length 32767 exceeds the batch"),
+    (_GOOD + _element(b"x" * 5000, b""), PutMessageStatus.MESSAGE_ILLEGAL,
+     "batch message 1: body size 5000 exceeds the maximum 4096"),
+    (_GOOD + _element(b"x" * 4050, b""), PutMessageStatus.MESSAGE_ILLEGAL,
+     "batch message 1: message of 4147 bytes exceeds the maximum 4096"),
+    (_GOOD + _element(b"abc", b"K\x01" + b"v" * 300 + b"\x02"), PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
+     "batch message 1: properties are 303 bytes, at most 256 allowed"),
+])
+def test_encoded_batch_rejects_malformed_messages_whole(make_store: Any, encoded: bytes, status: PutMessageStatus,
+                                                         detail: str) -> None:
+    """A bad message anywhere in the batch fails the whole put, naming the message; nothing is stored."""
+    store = make_store(max_message_size=4096, max_properties_size=256)
+    assert store.put_messages(EncodedBatchRequest("Orders", 0, _GOOD)).status.is_ok
+    before = (store.max_phy_offset, store.get_max_offset_in_queue("Orders", 0))
+    result = store.put_messages(EncodedBatchRequest("Orders", 0, encoded))
+    assert result.status is status
+    assert result.error == detail
+    assert (store.max_phy_offset, store.get_max_offset_in_queue("Orders", 0)) == before
+    after = store.put_messages(EncodedBatchRequest("Orders", 0, _GOOD + _GOOD))
+    assert after.status.is_ok and after.queue_offset == before[1] and after.message_count == 2
+
+
+def test_encoded_batch_across_segments_and_tags(make_store: Any) -> None:
+    """A batch larger than a segment rolls over like per-message puts; TAGS give the units their codes."""
+    store = make_store()
+    messages = [Message("Orders", bytes([i]) * 700, tags="pay" if i % 2 else "ship", keys=f"k{i} shared")
+                for i in range(12)]
+    result = store.put_messages(EncodedBatchRequest("Orders", 1, encode_batch_body(messages), b"CLUSTER\x01c\x02"))
+    assert result.status.is_ok and result.message_count == 12
+    assert len({offset // 4096 for offset in result.commit_log_offsets}) > 1
+    queue = store.consume_queues.find("Orders", 1)
+    assert queue is not None
+    for offset, message in enumerate(messages):
+        unit = queue.unit_at(offset)
+        assert unit is not None and unit[2] == tags_code(message.tags)
+        stored = store.look_message_by_offset(result.commit_log_offsets[offset])
+        assert stored is not None and stored.body == message.body
+        assert stored.properties["CLUSTER"] == "c" and stored.keys == message.keys
+    assert len(store.query_message("Orders", "shared", 64, 0, 2**62).buffers) == 12
+
+
+def test_encoded_batch_properties_without_a_trailing_separator(make_store: Any) -> None:
+    """Properties a client left without the last separator still parse, and the batch's follow a separator."""
+    store = make_store()
+    result = store.put_messages(EncodedBatchRequest("Orders", 0, _element(b"a", b"TAGS\x01pay\x02KEYS\x01k1"),
+                                                    b"CLUSTER\x01c\x02"))
+    assert result.status.is_ok
+    stored = store.look_message_by_offset(result.commit_log_offsets[0])
+    assert stored is not None and stored.properties == {"TAGS": "pay", "KEYS": "k1", "CLUSTER": "c"}
+    queue = store.consume_queues.find("Orders", 0)
+    assert queue is not None and (unit := queue.unit_at(0)) is not None and unit[2] == tags_code("pay")
+    assert len(store.query_message("Orders", "k1", 64, 0, 2**62).buffers) == 1

@@ -50,7 +50,7 @@ from rocketflow.remoting.headers import (
 )
 from rocketflow.store.commit_log import (
     AppendResult,
-    PutBatchRequest,
+    EncodedBatchRequest,
     PutMessageRequest,
     PutMessageStatus,
     waits_for_store,
@@ -67,8 +67,6 @@ NOT_ALLOWED_SEND_TOPICS: Final = frozenset({
 #: Request version from which CONSUMER_SEND_MSG_BACK / retry sends honour ``maxReconsumeTimes`` (V3_4_9).
 MAX_RECONSUME_TIMES_MIN_VERSION: Final = 121
 
-_BATCH_HEAD: Final = struct.Struct(">iiiii")
-_BATCH_HEAD_SIZE: Final = _BATCH_HEAD.size
 _MSG_IDS_STRUCTS: dict[tuple[int, int], struct.Struct] = {}
 
 
@@ -111,8 +109,6 @@ class SendMessageProcessor:
     def __init__(self, broker: BrokerController) -> None:
         self.broker = broker
         self._random = random.Random()
-        #: raw TAGS bytes -> tags code, for the batch path
-        self._tags_codes: dict[bytes, int] = {}
 
     def register_to(self, server: RemotingServer) -> None:
         for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
@@ -296,91 +292,23 @@ class SendMessageProcessor:
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= _MULTI_TAGS
-        born_host = parse_host(ctx.remote_address)
-        born_timestamp = header.born_timestamp
-        store_host = broker.store_host
-        max_size = config.max_message_size
-        data = request.body
-        end = len(data)
-        if end == 0:
+        if not request.body:
             return error(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body is empty")
-        unpack = _BATCH_HEAD.unpack_from
-        tags_cache = self._tags_codes
-        if len(tags_cache) > 4096:
-            tags_cache.clear()
-        batch = PutBatchRequest(topic, queue_id, sys_flag=sys_flag, born_timestamp=born_timestamp,
-                                born_host=born_host, store_host=store_host, wait_store_msg_ok=wait)
-        bodies = batch.bodies
-        add_body = bodies.append
-        add_props = batch.properties.append
-        add_flag = batch.flags.append
-        add_tags = batch.tags_codes.append
-        add_keys = batch.keys.append
-        add_uniq = batch.uniq_keys.append
-        pos = 0
-        index = 0
-        while pos < end:
-            if end - pos < _BATCH_HEAD_SIZE + 2:
-                return error(request, ResponseCode.MESSAGE_ILLEGAL,
-                             f"batch message {index}: truncated ({end - pos} bytes left)")
-            total_size, _magic, _crc, flag, body_len = unpack(data, pos)
-            body_start = pos + _BATCH_HEAD_SIZE
-            body_end = body_start + body_len
-            if body_len < 0 or body_end + 2 > end:
-                return error(request, ResponseCode.MESSAGE_ILLEGAL,
-                             f"batch message {index}: body length {body_len} exceeds the batch")
-            if body_len > max_size:
-                return error(request, ResponseCode.MESSAGE_ILLEGAL,
-                             f"batch message {index}: body size {body_len} exceeds the maximum {max_size}")
-            props_len = (data[body_end] << 8) | data[body_end + 1]
-            element_end = body_end + 2 + props_len
-            if props_len > 0x7FFF or element_end > end:
-                return error(request, ResponseCode.MESSAGE_ILLEGAL,
-                             f"batch message {index}: properties length {props_len} exceeds the batch")
-            if total_size != element_end - pos:
-                return error(request, ResponseCode.MESSAGE_ILLEGAL,
-                             f"batch message {index}: declared size {total_size} != actual {element_end - pos}")
-            props = data[body_end + 2:element_end]
-            tags_code = 0
-            keys = uniq = None
-            if props:
-                # TAGS, KEYS and UNIQ_KEY looked up in place (no full properties parse on this path)
-                found = props.find(b"TAGS\x01")
-                if found >= 0 and (found == 0 or props[found - 1] == 2):
-                    stop = props.find(b"\x02", found + 5)
-                    raw = props[found + 5:stop] if stop >= 0 else props[found + 5:]
-                    cached = tags_cache.get(raw)
-                    if cached is None:
-                        cached = tags_cache[raw] = compute_tags_code(raw.decode("utf-8", "replace"))
-                    tags_code = cached
-                found = props.find(b"KEYS\x01")
-                if found >= 0 and (found == 0 or props[found - 1] == 2):
-                    stop = props.find(b"\x02", found + 5)
-                    keys = (props[found + 5:stop] if stop >= 0 else props[found + 5:]).decode("utf-8", "replace")
-                found = props.find(b"UNIQ_KEY\x01")
-                if found >= 0 and (found == 0 or props[found - 1] == 2):
-                    stop = props.find(b"\x02", found + 9)
-                    uniq = (props[found + 9:stop] if stop >= 0 else props[found + 9:]).decode("utf-8", "replace")
-                props = props + suffix if props[-1] == 2 else props + b"\x02" + suffix
-            else:
-                props = suffix
-            add_body(data[body_start:body_end])
-            add_props(props)
-            add_flag(flag)
-            add_tags(tags_code)
-            add_keys(keys or None)
-            add_uniq(uniq or None)
-            pos = element_end
-            index += 1
-        broker.topics.add_if_absent(topic_config)
-        return self._put(request, batch, queue_id, batch=True)
+        batch = EncodedBatchRequest(topic, queue_id, request.body, suffix, sys_flag=sys_flag,
+                                    born_timestamp=header.born_timestamp, born_host=parse_host(ctx.remote_address),
+                                    store_host=broker.store_host, wait_store_msg_ok=wait)
+        # the checks of each message happen while it is stored: a rejected batch creates no topic
+        return self._put(request, batch, queue_id, batch=True, creates=topic_config)
 
     # ------------------------------------------------------------------ storing
 
-    def _put(self, request: RemotingCommand, requests: list[PutMessageRequest] | PutBatchRequest, queue_id: int, *,
-             batch: bool) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+    def _put(self, request: RemotingCommand, requests: list[PutMessageRequest] | EncodedBatchRequest, queue_id: int,
+             *, batch: bool, creates: TopicConfig | None = None) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+        """Store and answer; `creates` is a topic config to add once the store has taken the messages."""
         broker = self.broker
         outcome = broker.store.put_messages_or_wait(requests)
+        if creates is not None and (not isinstance(outcome, AppendResult) or outcome.status is PutMessageStatus.PUT_OK):
+            broker.topics.add_if_absent(creates)
         if broker.replicates_synchronously:
             return self._await_put(request, outcome, queue_id, batch, waits_for_store(requests))
         if isinstance(outcome, AppendResult):
