@@ -196,11 +196,15 @@ class CommandHeader:
                     values[attr] = raw
                     continue
                 # plain non-negative decimal ASCII: the usual integer, parsed without the regex
-                if limit > 0 and raw.isascii() and raw.isdigit():
-                    number = int(raw)
-                    if number < limit:
-                        values[attr] = number
-                        continue
+                if limit > 0:
+                    if raw.isascii() and raw.isdigit():
+                        number = int(raw)
+                        if number < limit:
+                            values[attr] = number
+                            continue
+                elif raw == "true" or raw == "false":  # a boolean as Java writes it
+                    values[attr] = raw == "true"
+                    continue
             values[attr] = _parse_value(spec, raw)
         return cls(**values)
 

@@ -315,10 +315,14 @@ def _illegal_element(index: int, detail: str) -> IllegalMessageError:
     return IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, f"batch message {index}: {detail}")
 
 
-def _reserve_chunks(chunks: Sequence[tuple[MappedFile, list[bytes], bool]]) -> None:
-    """Allocate the disk space of every chunk of a put before writing any: a full disk fails it as a whole."""
-    for target, chunk_parts, _end_of_file in chunks:
+def _reserve_chunks(chunks: Sequence[tuple[MappedFile, list[bytes], bool]], last_end: int) -> None:
+    """Allocate the disk space of every chunk of a put before writing any: a full disk fails it as a whole.
+
+    `last_end` is where the last chunk ends in its segment (the earlier ones are summed).
+    """
+    for target, chunk_parts, _end_of_file in chunks[:-1]:
         target.reserve(target.wrote_position + sum(map(len, chunk_parts)))
+    chunks[-1][0].reserve(last_end)
 
 
 def _zero_tailed_last_record(mm: mmap.mmap, pos: int, total: int, sys_flag: int, segment_size: int) -> bool:
@@ -594,7 +598,7 @@ class CommitLog:
                 table[key] = queue_offset
             batch.index_timestamps = [now] * len(index_keys)
             chunks.append((mapped, parts, False))
-            _reserve_chunks(chunks)
+            _reserve_chunks(chunks, pos)
         except BaseException:
             for key, value in saved_table.items():
                 if value:
@@ -750,7 +754,7 @@ class CommitLog:
                                 add_index((index_prefix + word).encode("utf-8", "replace"))
                                 add_index_offset(phys)
             chunks.append((mapped, parts, False))
-            _reserve_chunks(chunks)
+            _reserve_chunks(chunks, pos)
         except BaseException:
             files.discard_unused_after(first_mapped)
             raise
@@ -946,7 +950,7 @@ class CommitLog:
                 element_start = element_end
                 element += 1
             chunks.append((mapped, parts, False))
-            _reserve_chunks(chunks)
+            _reserve_chunks(chunks, pos)
         except BaseException:
             files.discard_unused_after(first_mapped)
             raise

@@ -8,6 +8,7 @@ UNIQ_KEY are looked up in them).
 from __future__ import annotations
 
 import asyncio
+import functools
 import random
 import struct
 from collections.abc import Awaitable
@@ -53,6 +54,7 @@ from rocketflow.store.commit_log import (
     EncodedBatchRequest,
     PutMessageRequest,
     PutMessageStatus,
+    packed_host,
     waits_for_store,
 )
 
@@ -130,10 +132,9 @@ class SendMessageProcessor:
         if not is_writeable(config.broker_permission):
             return error(request, ResponseCode.NO_PERMISSION,
                          f"the broker[{broker.broker_ip}] sending message is forbidden")
-        try:
-            validate_topic(topic)
-        except InvalidNameError as exc:
-            return error(request, ResponseCode.MESSAGE_ILLEGAL, str(exc))
+        illegal = _topic_error(topic)
+        if illegal is not None:
+            return error(request, ResponseCode.MESSAGE_ILLEGAL, illegal)
         if topic in NOT_ALLOWED_SEND_TOPICS:
             return error(request, ResponseCode.NO_PERMISSION, f"Sending message to topic[{topic}] is forbidden.")
         topic_config = broker.topics.select(topic)
@@ -279,15 +280,10 @@ class SendMessageProcessor:
         topic = header.topic
         if is_retry_topic(topic):
             return error(request, ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
-        batch_properties = decode_properties(header.properties) if header.properties else {}
-        if batch_properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
-            return error(request, ResponseCode.MESSAGE_ILLEGAL, "batch messages cannot carry a delay level")
-        wait = batch_properties.pop(MessageConst.WAIT_STORE_MSG_OK, None) != "false"
-        batch_properties[MessageConst.CLUSTER] = config.cluster
-        try:
-            suffix = encode_properties_bytes(batch_properties)
-        except InvalidPropertyError as exc:
-            return error(request, ResponseCode.MESSAGE_ILLEGAL, f"bad batch properties: {exc}")
+        shared = _batch_properties(header.properties, config.cluster)
+        if isinstance(shared, str):
+            return error(request, ResponseCode.MESSAGE_ILLEGAL, shared)
+        wait, suffix = shared
         queue_id = self.pick_queue(header.queue_id, topic_config.write_queue_nums)
         sys_flag = header.sys_flag
         if topic_config.topic_filter_type is TopicFilterType.MULTI_TAG:
@@ -295,7 +291,7 @@ class SendMessageProcessor:
         if not request.body:
             return error(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body is empty")
         batch = EncodedBatchRequest(topic, queue_id, request.body, suffix, sys_flag=sys_flag,
-                                    born_timestamp=header.born_timestamp, born_host=parse_host(ctx.remote_address),
+                                    born_timestamp=header.born_timestamp, born_host=_packed_remote(ctx.remote_address),
                                     store_host=broker.store_host, wait_store_msg_ok=wait)
         # the checks of each message happen while it is stored: a rejected batch creates no topic
         return self._put(request, batch, queue_id, batch=True, creates=topic_config)
@@ -435,6 +431,40 @@ class SendMessageProcessor:
             self.broker.stats.put_messages(result.message_count, result.wrote_bytes)
             return request.make_response(ResponseCode.SUCCESS)
         return request.make_response(ResponseCode.SYSTEM_ERROR, remark=result.status.value)
+
+
+@functools.lru_cache(maxsize=1024)
+def _topic_error(topic: str) -> str | None:
+    """Why `topic` is not a legal topic name, or None (remembered: a producer sends to few topics)."""
+    try:
+        validate_topic(topic)
+    except InvalidNameError as exc:
+        return str(exc)
+    return None
+
+
+@functools.lru_cache(maxsize=256)
+def _batch_properties(properties: str | None, cluster: str) -> tuple[bool, bytes] | str:
+    """A batch header's properties -> (whether the sender waits for the store, the encoded properties every
+    message of the batch gets), or why they are refused. Producers repeat the same few, so it is remembered."""
+    batch_properties = decode_properties(properties) if properties else {}
+    if batch_properties.get(MessageConst.DELAY_TIME_LEVEL, "0") not in ("", "0"):
+        return "batch messages cannot carry a delay level"
+    wait = batch_properties.pop(MessageConst.WAIT_STORE_MSG_OK, None) != "false"
+    batch_properties[MessageConst.CLUSTER] = cluster
+    try:
+        return wait, encode_properties_bytes(batch_properties)
+    except InvalidPropertyError as exc:
+        return f"bad batch properties: {exc}"
+
+
+@functools.lru_cache(maxsize=4096)
+def _packed_remote(address: str) -> bytes:
+    """A peer's ``ip:port`` packed as records store it (the born host); 127.0.0.1:0 if it is no address."""
+    try:
+        return packed_host(parse_host(address))
+    except (ValueError, OSError):
+        return packed_host(("127.0.0.1", 0))
 
 
 async def _appended(outcome: AppendResult | Future[AppendResult]) -> AppendResult:
