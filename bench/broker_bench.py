@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import platform
@@ -107,6 +108,8 @@ class Phase:
 class Results:
     messages: int
     inflight: int
+    #: message body sizes, smallest and largest (inclusive)
+    body_sizes: tuple[int, int] = (BODY_SIZE, BODY_SIZE)
     ours: dict[str, Any] = field(default_factory=dict)
     redis: dict[str, Any] = field(default_factory=dict)
     cpp: dict[str, Any] = field(default_factory=dict)
@@ -120,16 +123,28 @@ def phase_dict(phase: Phase) -> dict[str, float]:
             "server_cpu_us_per_msg": round(phase.server_cpu / phase.messages * 1e6, 3) if phase.messages else 0.0}
 
 
-def batch_bodies(count: int, progress: Progress) -> list[bytes]:
-    """SEND_BATCH_MESSAGE bodies of 32 x 100-byte messages, each with its own UNIQ_KEY (as producers set)."""
+def message_bodies(sizes: tuple[int, int]) -> list[bytes]:
+    """Bodies to cycle through: one of BODY_SIZE bytes, or 1,009 of sizes spread over `sizes` (inclusive)."""
+    low, high = sizes
+    data = os.urandom(high)
+    if low == high:
+        return [data[:low]]
+    rng = random.Random(7)
+    return [data[:rng.randint(low, high)] for _ in range(1009)]
+
+
+def batch_bodies(count: int, progress: Progress, sizes: tuple[int, int] = (BODY_SIZE, BODY_SIZE)) -> list[bytes]:
+    """SEND_BATCH_MESSAGE bodies of 32 messages (of `sizes` bytes), each with its own UNIQ_KEY (as producers set)."""
     ids = UniqueIdGenerator()
-    body = os.urandom(BODY_SIZE)
+    pool = message_bodies(sizes)
+    cycle = itertools.cycle(pool)
     bodies: list[bytes] = []
     task = progress.add_task("build batches", total=count)
     made = 0
     while made < count:
         n = min(BATCH, count - made)
-        messages = [Message(TOPIC, body, properties={"UNIQ_KEY": ids.next_id(), "WAIT": "true"}) for _ in range(n)]
+        messages = [Message(TOPIC, next(cycle), properties={"UNIQ_KEY": ids.next_id(), "WAIT": "true"})
+                    for _ in range(n)]
         bodies.append(encode_batch_body(messages))
         made += n
         if len(bodies) % 200 == 0:
@@ -440,7 +455,8 @@ class RedisProcess:
                 proc.wait()
 
 
-def run_redis(count: int, inflight: int, progress: Progress, work_dir: Path) -> dict[str, Any]:
+def run_redis(count: int, inflight: int, progress: Progress, work_dir: Path,
+              sizes: tuple[int, int] = (BODY_SIZE, BODY_SIZE)) -> dict[str, Any]:
     import redis
 
     server_proc = RedisProcess(work_dir / "redis")
@@ -450,7 +466,7 @@ def run_redis(count: int, inflight: int, progress: Progress, work_dir: Path) -> 
         server = CpuMeter(psutil.Process(server_proc.pid))
         client_meter = CpuMeter(psutil.Process())
         streams = [f"bench:{queue_id}" for queue_id in range(QUEUES)]
-        body = os.urandom(BODY_SIZE)
+        cycle = itertools.cycle(message_bodies(sizes))
         # pipelined XADD: `inflight` batches of 32 per round trip, batch i to stream i % 8
         produce_task = progress.add_task("redis: pipelined XADD", total=count)
         server.start()
@@ -467,7 +483,7 @@ def run_redis(count: int, inflight: int, progress: Progress, work_dir: Path) -> 
                 stream = streams[batch_index % QUEUES]
                 n = min(BATCH, count - sent - queued)
                 for _ in range(n):
-                    pipe.xadd(stream, {"body": body})
+                    pipe.xadd(stream, {"body": next(cycle)})
                 queued += n
                 batch_index += 1
             pipe.execute()
@@ -604,6 +620,18 @@ def run_cpp(count: int, progress: Progress, work_dir: Path) -> dict[str, Any]:
 # ============================================================================ main
 
 
+def body_sizes_arg(text: str) -> tuple[int, int]:
+    """``"100"`` or ``"80-120"`` -> (smallest, largest)."""
+    low, _, high = text.partition("-")
+    try:
+        sizes = (int(low), int(high or low))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected N or MIN-MAX, got {text!r}") from None
+    if not 1 <= sizes[0] <= sizes[1]:
+        raise argparse.ArgumentTypeError(f"expected 1 <= MIN <= MAX, got {text!r}")
+    return sizes
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="100,000 messages instead of 1,000,000")
@@ -613,6 +641,9 @@ def main() -> None:
     parser.add_argument("--no-redis", action="store_true", help="skip Redis Streams")
     parser.add_argument("--cpp", action="store_true", help="also the C++ client's produce/consume rates")
     parser.add_argument("--cpp-messages", type=int, default=20_000, help="messages for the C++ client runs")
+    parser.add_argument("--body-sizes", type=body_sizes_arg, default=(BODY_SIZE, BODY_SIZE), metavar="MIN-MAX",
+                        help=f"body sizes in bytes, e.g. 80-120: spread over the range for both systems "
+                             f"(default {BODY_SIZE}: every body the same size)")
     parser.add_argument("--output", type=Path, default=None, help="JSON result file")
     parser.add_argument("--profile-dir", type=Path, default=None,
                         help="sample the broker with py-spy during ingest and pull (collapsed stacks written here)")
@@ -620,18 +651,18 @@ def main() -> None:
     count = args.messages or (100_000 if args.quick else 1_000_000)
     latency_samples = args.latency_samples or (500 if args.quick else 2000)
     console = Console(width=None if sys.stdout.isatty() else 150)
-    results = Results(messages=count, inflight=args.inflight, machine={
+    results = Results(messages=count, inflight=args.inflight, body_sizes=args.body_sizes, machine={
         "cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()})
     work_dir = Path(tempfile.mkdtemp(prefix="rocketflow-broker-bench-"))
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
                       console=console) as progress:
-            bodies = batch_bodies(count, progress)
+            bodies = batch_bodies(count, progress, args.body_sizes)
             results.ours = run_ours(bodies, count, args.inflight, latency_samples, progress, work_dir,
                                     args.profile_dir)
             del bodies
             if not args.no_redis:
-                results.redis = run_redis(count, args.inflight, progress, work_dir)
+                results.redis = run_redis(count, args.inflight, progress, work_dir, args.body_sizes)
             if args.cpp:
                 results.cpp = run_cpp(args.cpp_messages, progress, work_dir)
     finally:
@@ -650,7 +681,9 @@ def main() -> None:
 
 
 def print_report(console: Console, results: Results) -> None:
-    table = Table(title=f"broker benchmark: {results.messages:,} x {BODY_SIZE} B, batches of {BATCH}, "
+    low, high = results.body_sizes
+    sizes = f"{low}" if low == high else f"{low}-{high}"
+    table = Table(title=f"broker benchmark: {results.messages:,} x {sizes} B, batches of {BATCH}, "
                         f"{QUEUES} queues, {results.inflight} send batches in flight")
     for column in ("system", "phase", "msg/s", "seconds", "server CPU s", "server CPU us/msg", "bench CPU s",
                    "ratio ours/Redis"):

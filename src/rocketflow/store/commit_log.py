@@ -12,6 +12,7 @@ import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import chain, repeat
 from typing import Any
 
 from rocketflow.protocol.codec import (
@@ -70,6 +71,8 @@ _BATCH_ELEMENT_HEAD = struct.Struct(">iiiii")
 _BATCH_ELEMENT_HEAD_SIZE = _BATCH_ELEMENT_HEAD.size
 #: the smallest element: the head and an empty properties length
 _BATCH_ELEMENT_MIN = _BATCH_ELEMENT_HEAD_SIZE + 2
+#: the most messages a one-size batch is packed for at once (larger ones take the per-message loop)
+_ONE_SIZE_BATCH_MAX = 1024
 #: distinct TAGS values whose codes a commit log remembers before starting over
 _TAGS_CACHE_MAX = 4096
 _V6_BITS = int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
@@ -309,6 +312,54 @@ class AppendResult:
     @classmethod
     def failed(cls, status: PutMessageStatus, error: str) -> AppendResult:
         return cls(status=status, error=error)
+
+
+@functools.lru_cache(maxsize=256)
+def _one_size_batch_struct(body_len: int, props_len: int, count: int) -> struct.Struct:
+    """An encoded batch of `count` messages of one body and one properties length, as one struct."""
+    return struct.Struct(">" + f"iiiii{body_len}sH{props_len}s" * count)
+
+
+@functools.lru_cache(maxsize=256)
+def _one_size_records_struct(head: struct.Struct, body_len: int, topic_len: int, props_len: int, suffix_len: int,
+                             count: int) -> struct.Struct:
+    """`count` records of one size as one struct: each record's properties are its own, then the suffix."""
+    record = f"{head.format.lstrip('>')}{body_len}s{topic_len}sh{props_len}s{suffix_len}s"
+    return struct.Struct(">" + record * count)
+
+
+def _property_values(all_props: Sequence[bytes], name: bytes) -> list[bytes | None]:
+    """Per encoded properties, the value of `name` (``b"KEY\\x01"``) as the batch loop reads it, or None."""
+    width = len(name)
+    values: list[bytes | None] = []
+    add = values.append
+    for props in all_props:
+        found = props.find(name)
+        if found >= 0 and (found == 0 or props[found - 1] == 2):
+            stop = props.find(b"\x02", found + width)
+            add(props[found + width:stop] if stop >= 0 else props[found + width:])
+        else:
+            add(None)
+    return values
+
+
+def _same_place_values(data: bytes, all_props: Sequence[bytes], name: bytes, props_start: int,
+                       element_size: int) -> list[bytes] | None:
+    """`_property_values` when `name` is at the same place with a value of the same length in every message of a
+    one-size batch (a producer's UNIQ_KEY): two finds per message and strided byte counts, no loop. None when not."""
+    count = len(all_props)
+    first = all_props[0].find(name)
+    if first < 0 or [props.find(name) for props in all_props].count(first) != count:
+        return None
+    # each name starts a property: at the start, or after a separator in every message
+    if first and data[props_start + first - 1::element_size].count(2) != count:
+        return None
+    value_start = first + len(name)
+    stop = all_props[0].find(b"\x02", value_start)
+    if [props.find(b"\x02", value_start) for props in all_props].count(stop) != count or stop == value_start:
+        return None
+    value_end = stop if stop >= 0 else None
+    return [props[value_start:value_end] for props in all_props]
 
 
 def _illegal_element(index: int, detail: str) -> IllegalMessageError:
@@ -793,6 +844,114 @@ class CommitLog:
         )
         return result, dispatch
 
+    def _append_one_size_batch(self, batch: EncodedBatchRequest, now: int, topic_part: bytes, born: bytes,
+                               store: bytes, head: struct.Struct, sys_flag: int
+                               ) -> tuple[AppendResult, DispatchBatch] | None:
+        """`append_encoded_batch` for a batch whose messages all have one body and one properties length (a
+        producer batching same-size records): one unpack of the whole batch, one pack of all its records,
+        and per-message work only in comprehensions. None (nothing done) when the batch is not like that,
+        or needs anything the loop does (a check to fail, a separator to add, a segment to roll over)."""
+        data = batch.encoded
+        end = len(data)
+        if end < _BATCH_ELEMENT_MIN:
+            return None
+        element_size, _magic, _crc, _flag, body_len = _BATCH_ELEMENT_HEAD.unpack_from(data, 0)
+        props_len = element_size - _BATCH_ELEMENT_MIN - body_len
+        if element_size < _BATCH_ELEMENT_MIN or end % element_size or body_len < 0 or not 0 <= props_len <= 0x7FFF:
+            return None
+        count = end // element_size
+        if count > _ONE_SIZE_BATCH_MAX:
+            return None
+        config = self.config
+        suffix = batch.properties_suffix
+        if suffix and props_len:
+            # each message's last byte is its last properties byte: a separator goes before the batch's
+            # properties in all messages or in none, else the loop decides message by message
+            ended = data[element_size - 1::element_size].count(2)
+            if ended == 0:
+                suffix = b"\x02" + suffix
+            elif ended != count:
+                return None
+        record_props_len = props_len + len(suffix)
+        size = head.size + 2 + len(topic_part) + body_len + record_props_len
+        mapped = self.files.last_for_write(0)
+        pos = mapped.wrote_position
+        if (body_len > config.max_message_size or record_props_len > config.max_properties_size
+                or size > config.max_message_size
+                or pos + count * size + END_FILE_MIN_BLANK_LENGTH > self.segment_size):
+            return None
+        values = _one_size_batch_struct(body_len, props_len, count).unpack(data)
+        if (values[0::8].count(element_size) != count or values[4::8].count(body_len) != count
+                or values[6::8].count(props_len) != count):
+            return None
+        all_props: tuple[bytes, ...] = values[7::8]
+        bodies: tuple[bytes, ...] = values[5::8]
+        queue_id = batch.queue_id
+        key = (batch.topic, queue_id)
+        in_queue = enters_consume_queue(sys_flag)
+        first_queue_offset = self.topic_queue_table.get(key, 0) if in_queue else 0
+        first_offset = mapped.file_from_offset + pos
+        physical = range(first_offset, first_offset + count * size, size)
+        crc32 = zlib.crc32
+        fields = zip(repeat(size), repeat(MAGIC_CODE), [crc32(body) & 0x7FFFFFFF for body in bodies],
+                     repeat(queue_id), values[3::8], range(first_queue_offset, first_queue_offset + count), physical,
+                     repeat(sys_flag), repeat(batch.born_timestamp), repeat(born), repeat(now), repeat(store),
+                     repeat(0), repeat(0), repeat(body_len), bodies, repeat(topic_part), repeat(record_props_len),
+                     all_props, repeat(suffix))
+        records = _one_size_records_struct(head, body_len, len(topic_part), props_len, len(suffix), count).pack(
+            *chain.from_iterable(fields))
+        index_keys: list[bytes] = []
+        index_offsets: list[int] = []
+        maybe_tagged = b"S\x01" in data  # one scan for both TAGS and KEYS, usually absent
+        if config.message_index_enable:
+            prefix = (batch.topic + "#").encode("utf-8")
+            uniq_keys: list[bytes] | list[bytes | None] | None = None
+            if b"UNIQ_KEY\x01" in data:
+                uniq_keys = _same_place_values(data, all_props, b"UNIQ_KEY\x01", _BATCH_ELEMENT_MIN + body_len,
+                                               element_size) or _property_values(all_props, b"UNIQ_KEY\x01")
+            keys = _property_values(all_props, b"KEYS\x01") if maybe_tagged and b"KEYS\x01" in data else None
+            if keys is None and uniq_keys is not None and all(uniq_keys):
+                index_keys = [prefix + value for value in uniq_keys if value]
+                index_offsets = list(physical)
+            elif keys is not None or uniq_keys is not None:
+                nothing: list[bytes | None] = [None] * count
+                for offset, uniq, words in zip(physical, uniq_keys or nothing, keys or nothing, strict=True):
+                    if uniq:
+                        index_keys.append(prefix + uniq)
+                        index_offsets.append(offset)
+                    if words:
+                        for word in words.split(b" "):
+                            if word:
+                                index_keys.append(prefix + word)
+                                index_offsets.append(offset)
+        units: list[int] = []
+        if in_queue:
+            if maybe_tagged and b"TAGS\x01" in data:
+                tags_codes = [0 if raw is None else self._tags_code(raw)
+                              for raw in _property_values(all_props, b"TAGS\x01")]
+            else:
+                tags_codes = [0] * count
+            units = list(chain.from_iterable(zip(physical, repeat(size), tags_codes)))
+        try:
+            mapped.reserve(pos + len(records))
+        except BaseException:
+            self.files.discard_unused_after(mapped)
+            raise
+        return self._write_batch([(mapped, [records], False)], key if in_queue else None, first_queue_offset,
+                                 first_queue_offset + count if in_queue else first_queue_offset, units, index_keys,
+                                 index_offsets, now, first_offset, first_offset + len(records), len(records), count,
+                                 list(physical), store)
+
+    def _tags_code(self, raw: bytes) -> int:
+        """The tags code of a raw TAGS value (remembered)."""
+        cache = self._tags_codes
+        code = cache.get(raw)
+        if code is None:
+            if len(cache) > _TAGS_CACHE_MAX:
+                cache.clear()
+            code = cache[raw] = compute_tags_code(raw.decode("utf-8", "replace"))
+        return code
+
     def append_encoded_batch(self, batch: EncodedBatchRequest,
                              now_ms: int | None = None) -> tuple[AppendResult, DispatchBatch]:
         """Append an `EncodedBatchRequest`: what `append_batch` stores for the same messages, in one pass.
@@ -809,6 +968,10 @@ class CommitLog:
         topic = batch.topic
         queue_id = batch.queue_id
         topic_part, born, store, head, sys_flag = self._batch_layout(batch)
+        if topic != SCHEDULE_TOPIC:
+            stored = self._append_one_size_batch(batch, now, topic_part, born, store, head, sys_flag)
+            if stored is not None:
+                return stored
         suffix = batch.properties_suffix
         separated_suffix = b"\x02" + suffix
         fixed = head.size + 2 + len(topic_part)

@@ -210,3 +210,87 @@ def test_encoded_batch_properties_without_a_trailing_separator(make_store: Any) 
     queue = store.consume_queues.find("Orders", 0)
     assert queue is not None and (unit := queue.unit_at(0)) is not None and unit[2] == tags_code("pay")
     assert len(store.query_message("Orders", "k1", 64, 0, 2**62).buffers) == 1
+
+
+# One-size batches (every message of one encoded size) take `CommitLog._append_one_size_batch`; these check it
+# stores what per-message puts store, whether its per-property shortcut applies or not.
+_HEX = "0123456789ABCDEF"
+one_size_batches = st.tuples(
+    st.integers(1, 40),                                   # messages
+    st.integers(0, 300),                                  # body length
+    st.permutations(["UNIQ_KEY", "TAGS", "KEYS", "X"]),   # the batch's property order ...
+    st.booleans(),                                        # ... or a shuffled order per message (same sizes)
+    st.sets(st.sampled_from(["UNIQ_KEY", "TAGS", "KEYS", "X"])),  # properties left out of every message
+    st.booleans(),                                        # properties end with a separator
+    st.sampled_from([b"", b"CLUSTER\x01DefaultCluster"]),
+    st.randoms(use_true_random=False),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=one_size_batches)
+def test_one_size_batch_put_equals_message_puts(spec: tuple[Any, ...]) -> None:
+    count, body_len, order, shuffled, absent, trailing, suffix, rnd = spec
+    names = [name for name in order if name not in absent]
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        single, batched = _store(Path(one)), _store(Path(two))
+        try:
+            requests, elements = [], []
+            for _ in range(count):
+                values = {"UNIQ_KEY": "".join(rnd.choice(_HEX) for _ in range(32)), "TAGS": rnd.choice(["pay", "mix"]),
+                          "KEYS": rnd.choice(["k1 k2", "k3 k1", "k4 k5"]), "X": rnd.choice(["ab", "cd"])}
+                mine = rnd.sample(names, len(names)) if shuffled else names
+                own = encode_properties({name: values[name] for name in mine}).encode()
+                if trailing and own:
+                    own += b"\x02"
+                body = bytes(rnd.getrandbits(8) for _ in range(body_len))
+                elements.append(_element(body, own))
+                stored = own + suffix if not (own and suffix) or own.endswith(b"\x02") else own + b"\x02" + suffix
+                requests.append(PutMessageRequest(
+                    topic="Orders", queue_id=3, body=body, properties_bytes=stored or b"",
+                    born_timestamp=1_700_000_000_000, born_host=("10.0.0.1", 5000),
+                    tags_code=tags_code(values["TAGS"]) if "TAGS" in names else 0,
+                    keys=values["KEYS"] if "KEYS" in names else None,
+                    uniq_key=values["UNIQ_KEY"] if "UNIQ_KEY" in names else None))
+            encoded = EncodedBatchRequest("Orders", 3, b"".join(elements), suffix, born_timestamp=1_700_000_000_000,
+                                          born_host=("10.0.0.1", 5000))
+            first = single.put_messages(requests)
+            second = batched.put_messages(encoded)
+            assert first.status == second.status == PutMessageStatus.PUT_OK
+            assert (first.queue_offset, first.message_count, first.commit_log_offsets) == \
+                (second.queue_offset, second.message_count, second.commit_log_offsets)
+            assert _log_bytes(single) == _log_bytes(batched)
+            left_queue, right_queue = (store.consume_queues.find("Orders", 3) for store in (single, batched))
+            assert left_queue is not None and right_queue is not None
+            assert [left_queue.unit_at(i) for i in range(count)] == [right_queue.unit_at(i) for i in range(count)]
+            for request in requests:
+                for key in [request.uniq_key, *(request.keys or "").split()]:
+                    if key:
+                        left = single.query_message("Orders", key, 64, 0, 2**62)
+                        right = batched.query_message("Orders", key, 64, 0, 2**62)
+                        assert sorted(left.buffers) == sorted(right.buffers) and left.buffers
+        finally:
+            single.shutdown()
+            batched.shutdown()
+
+
+def test_one_size_batches_take_the_batch_wide_path_and_others_the_loop(make_store: Any) -> None:
+    store = make_store(commit_log_segment_size=64 * 1024)
+    log = store.commit_log
+    layout = ("Orders", 0)
+
+    def taken(encoded: bytes, topic: str = "Orders") -> bool:
+        batch = EncodedBatchRequest(topic, 0, encoded, b"CLUSTER\x01c")
+        parts = log._batch_layout(batch)
+        result = log._append_one_size_batch(batch, 1_700_000_000_000, *parts)
+        return result is not None
+
+    same = [_element(bytes([i]) * 50, b"UNIQ_KEY\x01" + f"{i:032X}".encode()) for i in range(8)]
+    assert taken(b"".join(same))
+    assert taken(same[0])
+    assert not taken(b"".join(same[:3]) + _element(b"x" * 51, b"UNIQ_KEY\x01" + b"0" * 32))  # sizes differ
+    assert not taken(b"".join(same)[:-1])                                        # truncated
+    assert not taken(b"".join([same[0], _element(b"y" * 50, b"UNIQ_KEY\x01" + b"1" * 31 + b"\x02")]))  # mixed ends
+    assert not taken(_element(b"z" * 2000, b"") * 40)                           # does not fit the segment
+    assert not taken(_element(b"z" * 10, b"") * 1025)                           # more than packed at once
+    assert layout == ("Orders", 0)
