@@ -186,44 +186,6 @@ class PutMessageRequest:
 
 
 @dataclass(slots=True)
-class PutBatchRequest:
-    """Messages of one topic and queue that share sys flag, born time and hosts (a SEND_BATCH_MESSAGE).
-
-    The per-message lists run in parallel: ``bodies[i]`` is stored with ``properties[i]`` (encoded
-    properties, UTF-8), ``flags[i]``, ``tags_codes[i]``, and indexed under ``keys[i]`` (KEYS, words
-    separated by spaces) and ``uniq_keys[i]`` (UNIQ_KEY). Storing it is equivalent to storing one
-    `PutMessageRequest` per message, without building those objects.
-    """
-
-    topic: str
-    queue_id: int
-    bodies: list[bytes] = field(default_factory=list)
-    properties: list[bytes] = field(default_factory=list)
-    flags: list[int] = field(default_factory=list)
-    tags_codes: list[int] = field(default_factory=list)
-    keys: list[str | None] = field(default_factory=list)
-    uniq_keys: list[str | None] = field(default_factory=list)
-    sys_flag: int = 0
-    born_timestamp: int = 0
-    born_host: tuple[str, int] | bytes = ("127.0.0.1", 0)
-    store_host: tuple[str, int] | bytes | None = None
-    wait_store_msg_ok: bool = True
-
-    def __len__(self) -> int:
-        return len(self.bodies)
-
-    def add(self, body: bytes, properties: bytes, flag: int = 0, tags_code: int = 0, keys: str | None = None,
-            uniq_key: str | None = None) -> None:
-        """Append one message."""
-        self.bodies.append(body)
-        self.properties.append(properties)
-        self.flags.append(flag)
-        self.tags_codes.append(tags_code)
-        self.keys.append(keys)
-        self.uniq_keys.append(uniq_key)
-
-
-@dataclass(slots=True)
 class EncodedBatchRequest:
     """A SEND_BATCH_MESSAGE body as the producer encoded it, stored in one pass (RocketMQ's MessageExtBatch).
 
@@ -247,12 +209,12 @@ class EncodedBatchRequest:
 
 
 #: what one put stores: messages one by one, or a batch of one topic and queue
-PutRequests = Sequence[PutMessageRequest] | PutBatchRequest | EncodedBatchRequest
+PutRequests = Sequence[PutMessageRequest] | EncodedBatchRequest
 
 
 def waits_for_store(requests: PutRequests) -> bool:
     """Whether a put's sender waits for it to be durable (the WAIT property, RocketMQ's waitStoreMsgOK)."""
-    if isinstance(requests, (PutBatchRequest, EncodedBatchRequest)):
+    if isinstance(requests, EncodedBatchRequest):
         return requests.wait_store_msg_ok
     return any(request.wait_store_msg_ok for request in requests)
 
@@ -679,8 +641,7 @@ class CommitLog:
         )
         return result, batch
 
-    def _batch_layout(self, batch: PutBatchRequest | EncodedBatchRequest
-                      ) -> tuple[bytes, bytes, bytes, struct.Struct, int]:
+    def _batch_layout(self, batch: EncodedBatchRequest) -> tuple[bytes, bytes, bytes, struct.Struct, int]:
         """What every record of a batch shares: topic part, born and store hosts, head struct, sys flag."""
         try:
             topic_part = _topic_part(batch.topic)
@@ -695,122 +656,6 @@ class CommitLog:
         store_v6 = len(store) == HOST_SIZE_V6
         sys_flag = (batch.sys_flag & ~_V6_BITS) | (_BORN_V6 if born_v6 else 0) | (_STORE_V6 if store_v6 else 0)
         return topic_part, born, store, _HEADS[(born_v6, store_v6)], sys_flag
-
-    def append_batch(self, batch: PutBatchRequest, now_ms: int | None = None) -> tuple[AppendResult, DispatchBatch]:
-        """Append a `PutBatchRequest`: the same records and outcome as `append` of one request per message.
-
-        Validation happens once per batch (topic, hosts) or per message (sizes); records are packed
-        whole with cached structs and written with one copy per segment. Raises `IllegalMessageError`
-        (nothing written) for a message that cannot be stored.
-        """
-        count = len(batch.bodies)
-        if not count:
-            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
-        lists = (batch.properties, batch.flags, batch.tags_codes, batch.keys, batch.uniq_keys)
-        if any(len(values) != count for values in lists):
-            raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, "batch lists differ in length")
-        now = int(time.time() * 1000) if now_ms is None else now_ms
-        topic = batch.topic
-        queue_id = batch.queue_id
-        topic_part, born, store, head, sys_flag = self._batch_layout(batch)
-        fixed = head.size + 2 + len(topic_part)
-        topic_len = len(topic_part)
-        born_timestamp = batch.born_timestamp
-        max_size = self.config.max_message_size
-        max_props = self.config.max_properties_size
-        segment_size = self.segment_size
-        key = (topic, queue_id)
-        in_queue = enters_consume_queue(sys_flag)
-        schedule = topic == SCHEDULE_TOPIC
-        delay_levels = self.config.delay_levels_ms
-        table = self.topic_queue_table
-        first_queue_offset = table.get(key, 0) if in_queue else 0
-        queue_offset = first_queue_offset
-        files = self.files
-        mapped = first_mapped = files.last_for_write(0)
-        base = mapped.file_from_offset
-        pos = mapped.wrote_position
-        room = segment_size - pos
-        first_offset = base + pos
-        chunks: list[tuple[MappedFile, list[bytes], bool]] = []
-        parts: list[bytes] = []
-        add = parts.append
-        offsets: list[int] = []
-        add_offset = offsets.append
-        units: list[int] = []
-        add_units = units.extend
-        indexing = self.config.message_index_enable
-        index_keys: list[bytes] = []
-        add_index = index_keys.append
-        index_offsets: list[int] = []
-        add_index_offset = index_offsets.append
-        index_prefix = topic + "#"
-        separator = MessageConst.KEY_SEPARATOR
-        total = 0
-        crc32 = zlib.crc32
-        record_struct = _record_struct
-        packers: dict[tuple[int, int], struct.Struct] = {}
-        packer = head
-        packer_body_len = packer_props_len = -1
-        try:
-            for body, props, flag, tags, keys, uniq in zip(batch.bodies, *lists, strict=True):
-                body_len = len(body)
-                props_len = len(props)
-                size = fixed + body_len + props_len
-                if props_len > max_props:
-                    raise IllegalMessageError(PutMessageStatus.PROPERTIES_SIZE_EXCEEDED,
-                                              f"properties are {props_len} bytes, at most {max_props} allowed")
-                if size > max_size or size + END_FILE_MIN_BLANK_LENGTH > segment_size:
-                    raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL,
-                                              f"message of {size} bytes exceeds the maximum {max_size}")
-                if size + END_FILE_MIN_BLANK_LENGTH > room:
-                    add(_BLANK.pack(room, BLANK_MAGIC_CODE))
-                    chunks.append((mapped, parts, True))
-                    mapped = files.next_for_write(mapped)
-                    base = mapped.file_from_offset
-                    pos = mapped.wrote_position
-                    room = segment_size - pos
-                    parts = []
-                    add = parts.append
-                    if not offsets:
-                        first_offset = base + pos
-                phys = base + pos
-                if body_len != packer_body_len or props_len != packer_props_len:
-                    found = packers.get((body_len, props_len))
-                    if found is None:
-                        found = packers[(body_len, props_len)] = record_struct(head, body_len, topic_len, props_len)
-                    packer = found
-                    packer_body_len, packer_props_len = body_len, props_len
-                add(packer.pack(size, MAGIC_CODE, crc32(body) & 0x7FFFFFFF, queue_id, flag, queue_offset, phys,
-                                sys_flag, born_timestamp, born, now, store, 0, 0, body_len, body, topic_part,
-                                props_len, props))
-                pos += size
-                room -= size
-                total += size
-                add_offset(phys)
-                if in_queue:
-                    if schedule:
-                        deliver_at = schedule_tags_code(_decoded_properties(props), now, delay_levels)
-                        if deliver_at is not None:
-                            tags = deliver_at
-                    add_units((phys, size, tags))
-                    queue_offset += 1
-                if indexing:
-                    if uniq:
-                        add_index((index_prefix + uniq).encode("utf-8", "replace"))
-                        add_index_offset(phys)
-                    if keys:
-                        for word in keys.split(separator):
-                            if word:
-                                add_index((index_prefix + word).encode("utf-8", "replace"))
-                                add_index_offset(phys)
-            chunks.append((mapped, parts, False))
-            _reserve_chunks(chunks, pos)
-        except BaseException:
-            files.discard_unused_after(first_mapped)
-            raise
-        return self._write_batch(chunks, key if in_queue else None, first_queue_offset, queue_offset, units,
-                                 index_keys, index_offsets, now, first_offset, base + pos, total, count, offsets, store)
 
     def _write_batch(self, chunks: list[tuple[MappedFile, list[bytes], bool]], key: tuple[str, int] | None,
                      first_queue_offset: int, next_queue_offset: int, units: list[int], index_keys: list[bytes],
@@ -954,7 +799,7 @@ class CommitLog:
 
     def append_encoded_batch(self, batch: EncodedBatchRequest,
                              now_ms: int | None = None) -> tuple[AppendResult, DispatchBatch]:
-        """Append an `EncodedBatchRequest`: what `append_batch` stores for the same messages, in one pass.
+        """Append an `EncodedBatchRequest`: what `append` stores for the same messages one by one, in one pass.
 
         Decoding, checks, TAGS/KEYS/UNIQ_KEY lookups and record packing share one loop over the
         encoded messages (no per-message lists in between). Raises `IllegalMessageError` (nothing

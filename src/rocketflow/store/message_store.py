@@ -40,7 +40,6 @@ from rocketflow.store.commit_log import (
     DispatchBatch,
     EncodedBatchRequest,
     IllegalMessageError,
-    PutBatchRequest,
     PutMessageRequest,
     PutMessageStatus,
     PutRequests,
@@ -484,14 +483,6 @@ class MessageStore:
             return self._flush_service.submit(result)
         return result
 
-    def put_batch(self, batch: PutBatchRequest) -> AppendResult:
-        """Store a `PutBatchRequest` (one topic and queue, e.g. a SEND_BATCH_MESSAGE); as `put_messages`."""
-        return self.put_messages(batch)
-
-    def put_batch_async(self, batch: PutBatchRequest) -> concurrent.futures.Future[AppendResult]:
-        """`put_batch` whose future resolves once durable enough to acknowledge (as `put_messages_async`)."""
-        return self.put_messages_async(batch)
-
     def _put(self, requests: PutRequests) -> tuple[AppendResult, bool]:
         if not self._running:
             return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running"), False
@@ -513,8 +504,6 @@ class MessageStore:
                 now = self._clock_ms() if self._clock_ms is not None else None
                 if isinstance(requests, EncodedBatchRequest):
                     result, dispatch = self.commit_log.append_encoded_batch(requests, now)
-                elif isinstance(requests, PutBatchRequest):
-                    result, dispatch = self.commit_log.append_batch(requests, now)
                 else:
                     result, dispatch = self.commit_log.append(requests, now)
             except IllegalMessageError as exc:

@@ -24,11 +24,12 @@ CHILD = textwrap.dedent(
     """
     import json
     import os
+    import struct
     import sys
     from pathlib import Path
 
     from rocketflow.store import MessageStore, StoreConfig
-    from rocketflow.store.commit_log import PutBatchRequest
+    from rocketflow.store.commit_log import EncodedBatchRequest
 
 
     def rss(key):
@@ -52,11 +53,13 @@ CHILD = textwrap.dedent(
     seq = 0
     next_sample = warm_up
     while store.max_phy_offset < total_mib * segment:
-        batch = PutBatchRequest("Mem", seq % 8)
+        elements = []
         for _ in range(32):
-            batch.add(body, f"UNIQ_KEY\\x01U{seq}".encode(), uniq_key=f"U{seq}")
+            props = f"UNIQ_KEY\\x01U{seq}".encode()
+            elements.append(struct.pack(">iiiii", 22 + len(body) + len(props), 0, 0, 0, len(body)) + body
+                            + struct.pack(">H", len(props)) + props)
             seq += 1
-        result = store.put_batch(batch)
+        result = store.put_messages(EncodedBatchRequest("Mem", seq % 8, b"".join(elements)))
         assert result.status.is_ok, result
         while leak and (len(kept) + 2) * segment <= store.max_phy_offset:
             # what the test must catch: the data of every full segment held in Python

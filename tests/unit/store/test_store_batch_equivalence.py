@@ -1,5 +1,5 @@
-"""Batches (`PutBatchRequest`, and `EncodedBatchRequest`: the broker's SEND_BATCH_MESSAGE path) store exactly
-what per-message puts store, and a malformed encoded batch stores nothing."""
+"""Encoded batches (`EncodedBatchRequest`: the broker's SEND_BATCH_MESSAGE path) store exactly what per-message
+puts store, and a malformed one stores nothing."""
 
 from __future__ import annotations
 
@@ -18,18 +18,7 @@ from rocketflow.protocol.message import Message
 from rocketflow.protocol.properties import encode_properties
 from rocketflow.protocol.tags import tags_code
 from rocketflow.store import MessageStore, PutMessageRequest
-from rocketflow.store.commit_log import EncodedBatchRequest, PutBatchRequest, PutMessageStatus
-
-messages = st.lists(
-    st.tuples(
-        st.binary(min_size=1, max_size=600),
-        st.sampled_from(["", "TagA", "pay"]),
-        st.text("abc xyz", max_size=12),
-        st.integers(0, 7),
-    ),
-    min_size=1,
-    max_size=20,
-)
+from rocketflow.store.commit_log import EncodedBatchRequest, PutMessageStatus
 
 
 def _store(root: Path) -> MessageStore:
@@ -48,38 +37,25 @@ def _log_bytes(store: MessageStore) -> bytes:
     return b"".join(chunks)
 
 
-@settings(max_examples=25)
-@given(batch=messages)
-def test_batch_put_equals_message_puts(batch: list[tuple[bytes, str, str, int]]) -> None:
-    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
-        single, batched = _store(Path(one)), _store(Path(two))
-        try:
-            requests = []
-            group = PutBatchRequest(topic="Orders", queue_id=3, born_timestamp=1_700_000_000_000,
-                                    born_host=("10.0.0.1", 5000))
-            for body, tags, keys, flag in batch:
-                properties = {"TAGS": tags, "KEYS": keys} if tags else {"KEYS": keys}
-                properties = {k: v for k, v in properties.items() if v}
-                encoded = encode_properties(properties).encode()
-                requests.append(PutMessageRequest(
-                    topic="Orders", queue_id=3, body=body, properties=properties, flag=flag,
-                    born_timestamp=1_700_000_000_000, born_host=("10.0.0.1", 5000), tags_code=tags_code(tags),
-                    keys=keys or None,
-                ))
-                group.add(body, encoded, flag, tags_code(tags), keys or None)
-            first = single.put_messages(requests)
-            second = batched.put_batch(group)
-            assert first.status == second.status
-            assert (first.queue_offset, first.message_count) == (second.queue_offset, second.message_count)
-            assert _log_bytes(single) == _log_bytes(batched)
-            assert single.get_max_offset_in_queue("Orders", 3) == batched.get_max_offset_in_queue("Orders", 3)
-            for key in {keys for _, _, keys, _ in batch for keys in keys.split() if keys}:
-                left = single.query_message("Orders", key, 64, 0, 2**62)
-                right = batched.query_message("Orders", key, 64, 0, 2**62)
-                assert sorted(left.buffers) == sorted(right.buffers) and left.buffers
-        finally:
-            single.shutdown()
-            batched.shutdown()
+def _assert_stored_alike(single: MessageStore, requests: list[PutMessageRequest], batched: MessageStore,
+                         encoded: EncodedBatchRequest, keys: set[str]) -> None:
+    """Put the messages one by one in `single` and as one encoded batch in `batched`: the same records, queue
+    units and index entries result."""
+    first = single.put_messages(requests)
+    second = batched.put_messages(encoded)
+    assert first.status == second.status == PutMessageStatus.PUT_OK
+    assert (first.queue_offset, first.message_count, first.commit_log_offsets) == \
+        (second.queue_offset, second.message_count, second.commit_log_offsets)
+    assert _log_bytes(single) == _log_bytes(batched)
+    assert single.get_max_offset_in_queue("Orders", 3) == batched.get_max_offset_in_queue("Orders", 3)
+    left_queue, right_queue = (store.consume_queues.find("Orders", 3) for store in (single, batched))
+    assert left_queue is not None and right_queue is not None
+    count = len(requests)
+    assert [left_queue.unit_at(i) for i in range(count)] == [right_queue.unit_at(i) for i in range(count)]
+    for key in keys:
+        left = single.query_message("Orders", key, 64, 0, 2**62)
+        right = batched.query_message("Orders", key, 64, 0, 2**62)
+        assert sorted(left.buffers) == sorted(right.buffers) and left.buffers
 
 
 encoded_messages = st.lists(
@@ -116,23 +92,9 @@ def test_encoded_batch_put_equals_message_puts(batch: list[tuple[bytes, str, str
             encoded = EncodedBatchRequest("Orders", 3, encode_batch_body(messages),
                                           encode_properties(suffix).encode(), born_timestamp=1_700_000_000_000,
                                           born_host=("10.0.0.1", 5000))
-            first = single.put_messages(requests)
-            second = batched.put_messages(encoded)
-            assert first.status == second.status == PutMessageStatus.PUT_OK
-            assert (first.queue_offset, first.message_count, first.commit_log_offsets) == \
-                (second.queue_offset, second.message_count, second.commit_log_offsets)
-            assert _log_bytes(single) == _log_bytes(batched)
-            assert single.get_max_offset_in_queue("Orders", 3) == batched.get_max_offset_in_queue("Orders", 3)
-            left_queue, right_queue = (store.consume_queues.find("Orders", 3) for store in (single, batched))
-            assert left_queue is not None and right_queue is not None
-            for offset in range(len(batch)):
-                assert left_queue.unit_at(offset) == right_queue.unit_at(offset)
             words = {word for _, _, keys, _, _ in batch for word in keys.split() if word}
             words |= {uniq for _, _, _, uniq, _ in batch if uniq}
-            for key in words:
-                left = single.query_message("Orders", key, 64, 0, 2**62)
-                right = batched.query_message("Orders", key, 64, 0, 2**62)
-                assert sorted(left.buffers) == sorted(right.buffers) and left.buffers
+            _assert_stored_alike(single, requests, batched, encoded, words)
         finally:
             single.shutdown()
             batched.shutdown()
@@ -254,21 +216,8 @@ def test_one_size_batch_put_equals_message_puts(spec: tuple[Any, ...]) -> None:
                     uniq_key=values["UNIQ_KEY"] if "UNIQ_KEY" in names else None))
             encoded = EncodedBatchRequest("Orders", 3, b"".join(elements), suffix, born_timestamp=1_700_000_000_000,
                                           born_host=("10.0.0.1", 5000))
-            first = single.put_messages(requests)
-            second = batched.put_messages(encoded)
-            assert first.status == second.status == PutMessageStatus.PUT_OK
-            assert (first.queue_offset, first.message_count, first.commit_log_offsets) == \
-                (second.queue_offset, second.message_count, second.commit_log_offsets)
-            assert _log_bytes(single) == _log_bytes(batched)
-            left_queue, right_queue = (store.consume_queues.find("Orders", 3) for store in (single, batched))
-            assert left_queue is not None and right_queue is not None
-            assert [left_queue.unit_at(i) for i in range(count)] == [right_queue.unit_at(i) for i in range(count)]
-            for request in requests:
-                for key in [request.uniq_key, *(request.keys or "").split()]:
-                    if key:
-                        left = single.query_message("Orders", key, 64, 0, 2**62)
-                        right = batched.query_message("Orders", key, 64, 0, 2**62)
-                        assert sorted(left.buffers) == sorted(right.buffers) and left.buffers
+            words = {key for request in requests for key in [request.uniq_key, *(request.keys or "").split()] if key}
+            _assert_stored_alike(single, requests, batched, encoded, words)
         finally:
             single.shutdown()
             batched.shutdown()

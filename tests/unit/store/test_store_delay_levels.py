@@ -8,11 +8,12 @@ from pathlib import Path
 import pytest
 
 from conftest import small_config
+from rocketflow.protocol.codec import encode_batch_body
+from rocketflow.protocol.message import Message
 from rocketflow.protocol.names import SCHEDULE_TOPIC
-from rocketflow.protocol.properties import encode_properties_bytes
 from rocketflow.protocol.tags import tags_code
 from rocketflow.store import MessageStore, PutMessageRequest, StoreConfig
-from rocketflow.store.commit_log import PutBatchRequest
+from rocketflow.store.commit_log import EncodedBatchRequest
 from rocketflow.store.config import DEFAULT_MESSAGE_DELAY_LEVEL
 
 NOW = 1_700_000_000_123
@@ -65,9 +66,8 @@ def test_put_uses_store_time_plus_level_delay(tmp_path: Path) -> None:
 
 def test_batch_put_computes_the_same_deliver_times(tmp_path: Path) -> None:
     with MessageStore(small_config(tmp_path), clock_ms=lambda: NOW) as store:
-        batch = PutBatchRequest(topic=SCHEDULE_TOPIC, queue_id=2)
-        for level in ("3", "18", "40"):
-            batch.add(b"body", encode_properties_bytes({"DELAY": level, "TAGS": "TagA"}), tags_code=7)
-        batch.add(b"body", encode_properties_bytes({"TAGS": "TagA"}), tags_code=7)
-        assert store.put_batch(batch).status.is_ok
-        assert units(store, SCHEDULE_TOPIC, 2) == [NOW + 10_000, NOW + 7_200_000, NOW + 7_200_000, 7]
+        messages = [Message(SCHEDULE_TOPIC, b"body", tags="TagA", properties={"DELAY": level})
+                    for level in ("3", "18", "40")]
+        messages.append(Message(SCHEDULE_TOPIC, b"body", tags="TagA"))
+        assert store.put_messages(EncodedBatchRequest(SCHEDULE_TOPIC, 2, encode_batch_body(messages))).status.is_ok
+        assert units(store, SCHEDULE_TOPIC, 2) == [NOW + 10_000, NOW + 7_200_000, NOW + 7_200_000, tags_code("TagA")]
