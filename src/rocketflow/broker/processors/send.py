@@ -1,8 +1,8 @@
 """SEND_MESSAGE (10), SEND_MESSAGE_V2 (310), SEND_BATCH_MESSAGE (320) and CONSUMER_SEND_MSG_BACK (36).
 
-PROTOCOL.md 2.3 and 4.6. The batch path is kept lean: batch elements are sliced straight into
-the store's `PutMessageRequest` objects (properties stay encoded bytes; only TAGS, KEYS and
-UNIQ_KEY are looked up in them).
+PROTOCOL.md 2.3 and 4.6. A batch's body goes to the store as the producer encoded it
+(`EncodedBatchRequest`): the store checks and stores its messages in one pass, so the processor
+only checks the header and the batch-wide properties.
 """
 
 from __future__ import annotations
