@@ -12,7 +12,6 @@ import time
 import zlib
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from itertools import chain, repeat
 from typing import Any
 
 from rocketflow.protocol.codec import (
@@ -71,6 +70,9 @@ _BATCH_ELEMENT_HEAD = struct.Struct(">iiiii")
 _BATCH_ELEMENT_HEAD_SIZE = _BATCH_ELEMENT_HEAD.size
 #: the smallest element: the head and an empty properties length
 _BATCH_ELEMENT_MIN = _BATCH_ELEMENT_HEAD_SIZE + 2
+#: fields of a packed record with the batch's properties apart: the head's 15, body, topic, properties length,
+#: own properties, batch properties
+_RECORD_FIELDS = 20
 #: the most messages a one-size batch is packed for at once (larger ones take the per-message loop)
 _ONE_SIZE_BATCH_MAX = 1024
 #: distinct TAGS values whose codes a commit log remembers before starting over
@@ -306,22 +308,32 @@ def _property_values(all_props: Sequence[bytes], name: bytes) -> list[bytes | No
 
 
 def _same_place_values(data: bytes, all_props: Sequence[bytes], name: bytes, props_start: int,
-                       element_size: int) -> list[bytes] | None:
-    """`_property_values` when `name` is at the same place with a value of the same length in every message of a
-    one-size batch (a producer's UNIQ_KEY): two finds per message and strided byte counts, no loop. None when not."""
+                       element_size: int, prefix: bytes = b"") -> list[bytes] | None:
+    """`prefix` + what `_property_values` reads, when `name` has a value of one length at one place in every
+    message of a one-size batch (a producer's UNIQ_KEY): a find per message and strided byte counts instead of a
+    loop. None when it is not so, or a value is empty."""
     count = len(all_props)
-    first = all_props[0].find(name)
+    first_props = all_props[0]
+    first = first_props.find(name)
     if first < 0 or [props.find(name) for props in all_props].count(first) != count:
         return None
     # each name starts a property: at the start, or after a separator in every message
     if first and data[props_start + first - 1::element_size].count(2) != count:
         return None
     value_start = first + len(name)
-    stop = all_props[0].find(b"\x02", value_start)
-    if [props.find(b"\x02", value_start) for props in all_props].count(stop) != count or stop == value_start:
+    stop = first_props.find(b"\x02", value_start)
+    if stop >= 0:
+        if stop == value_start or data[props_start + stop::element_size].count(2) != count:
+            return None
+        values = [prefix + props[value_start:stop] for props in all_props]
+    else:
+        if value_start == len(first_props):
+            return None
+        values = [prefix + props[value_start:] for props in all_props]
+    # a separator inside a value means that message's value ends earlier: not one place after all
+    if b"".join(values).count(2) != prefix.count(2) * count:
         return None
-    value_end = stop if stop >= 0 else None
-    return [props[value_start:value_end] for props in all_props]
+    return values
 
 
 def _illegal_element(index: int, detail: str) -> IllegalMessageError:
@@ -738,29 +750,33 @@ class CommitLog:
         first_offset = mapped.file_from_offset + pos
         physical = range(first_offset, first_offset + count * size, size)
         crc32 = zlib.crc32
-        fields = zip(repeat(size), repeat(MAGIC_CODE), [crc32(body) & 0x7FFFFFFF for body in bodies],
-                     repeat(queue_id), values[3::8], range(first_queue_offset, first_queue_offset + count), physical,
-                     repeat(sys_flag), repeat(batch.born_timestamp), repeat(born), repeat(now), repeat(store),
-                     repeat(0), repeat(0), repeat(body_len), bodies, repeat(topic_part), repeat(record_props_len),
-                     all_props, repeat(suffix))
+        # the records' fields, record after record: the shared ones repeated, then the others set column-wise
+        fields: list[Any] = [size, MAGIC_CODE, 0, queue_id, 0, 0, 0, sys_flag, batch.born_timestamp, born, now, store,
+                             0, 0, body_len, b"", topic_part, record_props_len, b"", suffix] * count
+        fields[2::_RECORD_FIELDS] = [crc32(body) & 0x7FFFFFFF for body in bodies]
+        fields[4::_RECORD_FIELDS] = values[3::8]
+        fields[5::_RECORD_FIELDS] = range(first_queue_offset, first_queue_offset + count)
+        fields[6::_RECORD_FIELDS] = physical
+        fields[15::_RECORD_FIELDS] = bodies
+        fields[18::_RECORD_FIELDS] = all_props
         records = _one_size_records_struct(head, body_len, len(topic_part), props_len, len(suffix), count).pack(
-            *chain.from_iterable(fields))
+            *fields)
         index_keys: list[bytes] = []
         index_offsets: list[int] = []
         maybe_tagged = b"S\x01" in data  # one scan for both TAGS and KEYS, usually absent
         if config.message_index_enable:
             prefix = (batch.topic + "#").encode("utf-8")
-            uniq_keys: list[bytes] | list[bytes | None] | None = None
-            if b"UNIQ_KEY\x01" in data:
-                uniq_keys = _same_place_values(data, all_props, b"UNIQ_KEY\x01", _BATCH_ELEMENT_MIN + body_len,
-                                               element_size) or _property_values(all_props, b"UNIQ_KEY\x01")
+            has_uniq = b"UNIQ_KEY\x01" in data
             keys = _property_values(all_props, b"KEYS\x01") if maybe_tagged and b"KEYS\x01" in data else None
-            if keys is None and uniq_keys is not None and all(uniq_keys):
-                index_keys = [prefix + value for value in uniq_keys if value]
+            same_place = _same_place_values(data, all_props, b"UNIQ_KEY\x01", _BATCH_ELEMENT_MIN + body_len,
+                                            element_size, prefix) if has_uniq and keys is None else None
+            if same_place is not None:
+                index_keys = same_place
                 index_offsets = list(physical)
-            elif keys is not None or uniq_keys is not None:
+            elif has_uniq or keys is not None:
                 nothing: list[bytes | None] = [None] * count
-                for offset, uniq, words in zip(physical, uniq_keys or nothing, keys or nothing, strict=True):
+                uniq_keys = _property_values(all_props, b"UNIQ_KEY\x01") if has_uniq else nothing
+                for offset, uniq, words in zip(physical, uniq_keys, keys or nothing, strict=True):
                     if uniq:
                         index_keys.append(prefix + uniq)
                         index_offsets.append(offset)
@@ -771,12 +787,11 @@ class CommitLog:
                                 index_offsets.append(offset)
         units: list[int] = []
         if in_queue:
+            units = [0, size, 0] * count
+            units[0::3] = physical
             if maybe_tagged and b"TAGS\x01" in data:
-                tags_codes = [0 if raw is None else self._tags_code(raw)
-                              for raw in _property_values(all_props, b"TAGS\x01")]
-            else:
-                tags_codes = [0] * count
-            units = list(chain.from_iterable(zip(physical, repeat(size), tags_codes)))
+                units[2::3] = [0 if raw is None else self._tags_code(raw)
+                               for raw in _property_values(all_props, b"TAGS\x01")]
         try:
             mapped.reserve(pos + len(records))
         except BaseException:

@@ -18,7 +18,7 @@ from rocketflow.protocol.message import Message
 from rocketflow.protocol.properties import encode_properties
 from rocketflow.protocol.tags import tags_code
 from rocketflow.store import MessageStore, PutMessageRequest
-from rocketflow.store.commit_log import EncodedBatchRequest, PutMessageStatus
+from rocketflow.store.commit_log import EncodedBatchRequest, PutMessageStatus, _same_place_values
 
 
 def _store(root: Path) -> MessageStore:
@@ -243,3 +243,30 @@ def test_one_size_batches_take_the_batch_wide_path_and_others_the_loop(make_stor
     assert not taken(_element(b"z" * 2000, b"") * 40)                           # does not fit the segment
     assert not taken(_element(b"z" * 10, b"") * 1025)                           # more than packed at once
     assert layout == ("Orders", 0)
+
+
+@pytest.mark.parametrize("layout", ["UNIQ_KEY\x01{u}\x02WAIT\x01true", "WAIT\x01true\x02UNIQ_KEY\x01{u}",
+                                    "UNIQ_KEY\x01{u}"])
+def test_uniq_keys_at_one_place_are_read_batch_wide(layout: str) -> None:
+    """A producer's batch (UNIQ_KEY at the same place in every message) is indexed without the per-message
+    lookups, under the same keys the per-message puts index."""
+    uniqs = [f"{i:032X}" for i in range(40)]
+    all_props = [layout.format(u=u).encode() for u in uniqs]
+    data = b"".join(_element(b"body", props) for props in all_props)
+    element_size = len(data) // len(uniqs)
+    found = _same_place_values(data, all_props, b"UNIQ_KEY\x01", 22 + 4, element_size, b"T#")
+    assert found == [f"T#{u}".encode() for u in uniqs]
+    # the same place in each message but not a property of its own: not read batch-wide
+    assert _same_place_values(data, [b"x" + p[1:] for p in all_props], b"NIQ_KEY\x01", 22 + 4, element_size) is None
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        requests = [PutMessageRequest(topic="Orders", queue_id=3, body=b"body", properties_bytes=props,
+                                      born_timestamp=1_700_000_000_000, born_host=("10.0.0.1", 5000), uniq_key=u)
+                    for u, props in zip(uniqs, all_props, strict=True)]
+        encoded = EncodedBatchRequest("Orders", 3, data, born_timestamp=1_700_000_000_000,
+                                      born_host=("10.0.0.1", 5000))
+        single, batched = _store(Path(one)), _store(Path(two))
+        try:
+            _assert_stored_alike(single, requests, batched, encoded, set(uniqs))
+        finally:
+            single.shutdown()
+            batched.shutdown()
