@@ -6,7 +6,7 @@ import dataclasses
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rocketflow.remoting import headers as headers_module
@@ -505,3 +505,56 @@ def test_unknown_ext_fields_are_ignored() -> None:
 def test_non_string_values_are_accepted_like_the_frame_decoder_would_stringify_them() -> None:
     fields: dict[str, Any] = {"consumerGroup": "g", "topic": "t", "queueId": 3}
     assert QueryConsumerOffsetRequestHeader.from_ext_fields(fields).queue_id == 3
+
+
+_ODD_VALUES = ["-3", "2147483648", "9223372036854775807", "9223372036854775808", " 5", "TRUE", "x", "",
+               "\uff10"]  # a full-width digit is not ASCII
+# mostly what producers write, so the one-step path is taken often; sometimes anything else
+_V2_VALUES = st.one_of(st.none(), st.sampled_from(["0", "7", "2147483647", "1700000000000", "true", "false", "pg"] * 4
+                                                  + _ODD_VALUES))
+
+
+_PLAIN = {"d": "4", "e": "3", "f": "0", "h": "0", "g": "1700000000000"}
+_NONE: dict[str, str | None] = dict.fromkeys("abcdefghijklm")
+
+
+@settings(max_examples=600)
+@example(fields=_NONE, plain=_PLAIN, use_plain=True)
+@example(fields=_NONE, plain={**_PLAIN, "g": "9223372036854775807"}, use_plain=True)
+@example(fields=_NONE, plain={**_PLAIN, "g": "9223372036854775808"}, use_plain=True)
+@example(fields=_NONE, plain={**_PLAIN, "e": "2147483648"}, use_plain=True)
+@example(fields={**_NONE, "j": "2147483647", "l": "2147483648"}, plain=_PLAIN, use_plain=True)
+@example(fields={**_NONE, "j": "2147483648"}, plain=_PLAIN, use_plain=True)
+@example(fields={**_NONE, "k": "true", "m": "false", "i": "A\x01b"}, plain=_PLAIN, use_plain=True)
+@example(fields={**_NONE, "k": "TRUE"}, plain=_PLAIN, use_plain=True)
+@given(fields=st.fixed_dictionaries({name: _V2_VALUES for name in "abcdefghijklm"}),
+       plain=st.fixed_dictionaries({**{name: st.sampled_from(["0", "7", "2147483647"]) for name in "defh"},
+                                    "g": st.sampled_from(["1700000000000", "9223372036854775807",
+                                                          "9223372036854775808"])}),
+       use_plain=st.booleans())
+def test_plain_v2_send_headers_decode_as_the_generic_parser_does(fields: dict[str, str | None],
+                                                                  plain: dict[str, str], use_plain: bool) -> None:
+    """SEND_MESSAGE_V2 headers take a one-step path when plainly written; the result (or the error) is the
+    generic parser's for every input."""
+    ext_fields = {name: value for name, value in fields.items() if value is not None}
+    if use_plain:  # the required integers plainly written: the one-step path decides on the rest
+        ext_fields.update(plain, a="pg", b="T", c="TBW102")
+    command = RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, ext_fields)
+    try:
+        expected: object = SendMessageRequestHeaderV2.from_ext_fields(ext_fields).to_v1()
+    except HeaderFieldError as exc:
+        expected = str(exc)
+    try:
+        got: object = decode_send_header(command)
+    except HeaderFieldError as exc:
+        got = str(exc)
+    assert got == expected
+
+
+def test_a_producers_v2_send_header_takes_the_one_step_path() -> None:
+    header = SendMessageRequestHeader(producer_group="pg", topic="T", default_topic="TBW102",
+                                      default_topic_queue_nums=4, queue_id=3, sys_flag=0,
+                                      born_timestamp=1_700_000_000_000, flag=0, properties="UNIQ_KEY\x01A",
+                                      batch=True)
+    fields = SendMessageRequestHeaderV2.from_v1(header).to_ext_fields()
+    assert headers_module._plain_send_header_v2(fields) == header
