@@ -763,11 +763,14 @@ class CommitLog:
             *fields)
         index_keys: list[bytes] = []
         index_offsets: list[int] = []
-        maybe_tagged = b"S\x01" in data  # one scan for both TAGS and KEYS, usually absent
+        # the messages' own properties in one piece, to look for names in (bodies cannot fake one there)
+        joined_props = b"".join(all_props)
+        maybe_tagged = b"S\x01" in joined_props  # one scan for both TAGS and KEYS, usually absent
         if config.message_index_enable:
             prefix = (batch.topic + "#").encode("utf-8")
-            has_uniq = b"UNIQ_KEY\x01" in data
-            keys = _property_values(all_props, b"KEYS\x01") if maybe_tagged and b"KEYS\x01" in data else None
+            has_uniq = b"UNIQ_KEY\x01" in joined_props
+            keys = _property_values(all_props, b"KEYS\x01") if maybe_tagged and b"KEYS\x01" in joined_props \
+                else None
             same_place = _same_place_values(data, all_props, b"UNIQ_KEY\x01", _BATCH_ELEMENT_MIN + body_len,
                                             element_size, prefix) if has_uniq and keys is None else None
             if same_place is not None:
@@ -789,7 +792,7 @@ class CommitLog:
         if in_queue:
             units = [0, size, 0] * count
             units[0::3] = physical
-            if maybe_tagged and b"TAGS\x01" in data:
+            if maybe_tagged and b"TAGS\x01" in joined_props:
                 units[2::3] = [0 if raw is None else self._tags_code(raw)
                                for raw in _property_values(all_props, b"TAGS\x01")]
         try:
