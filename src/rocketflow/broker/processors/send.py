@@ -347,7 +347,8 @@ class SendMessageProcessor:
         host = result.store_host
         offsets = result.commit_log_offsets
         count = len(offsets)
-        if not count or not 0 <= min(offsets) <= max(offsets) < 1 << 63:
+        # a put's offsets rise, so its first and last bound them all
+        if not count or not 0 <= offsets[0] <= offsets[-1] < 1 << 63:
             return ",".join(offset_msg_id_from_packed(host, offset) for offset in offsets)
         args: list[bytes | int] = [host] * (2 * count)
         args[1::2] = offsets
