@@ -349,6 +349,8 @@ class Profiler:
 
 def run_ours(bodies: list[bytes], count: int, inflight: int, latency_samples: int, progress: Progress,
              work_dir: Path, profile_dir: Path | None = None) -> dict[str, Any]:
+    # what earlier runs left dirty is written back first, not while this one is timed
+    os.sync()
     broker = BrokerProcess(work_dir / "store")
     broker.start()
     me = psutil.Process()
