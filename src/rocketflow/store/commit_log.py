@@ -868,9 +868,7 @@ class CommitLog:
         index_offsets: list[int] = []
         add_index_offset = index_offsets.append
         index_prefix = (topic + "#").encode("utf-8")
-        tags_cache = self._tags_codes
-        if len(tags_cache) > _TAGS_CACHE_MAX:
-            tags_cache.clear()
+        tags_code_of = self._tags_code
         unpack = _BATCH_ELEMENT_HEAD.unpack_from
         crc32 = zlib.crc32
         record_struct = _record_struct
@@ -906,11 +904,7 @@ class CommitLog:
                     found = props.find(b"TAGS\x01")
                     if found >= 0 and (found == 0 or props[found - 1] == 2):
                         stop = props.find(b"\x02", found + 5)
-                        raw = props[found + 5:stop] if stop >= 0 else props[found + 5:]
-                        cached = tags_cache.get(raw)
-                        if cached is None:
-                            cached = tags_cache[raw] = compute_tags_code(raw.decode("utf-8", "replace"))
-                        tags = cached
+                        tags = tags_code_of(props[found + 5:stop] if stop >= 0 else props[found + 5:])
                     if indexing:
                         found = props.find(b"UNIQ_KEY\x01")
                         if found >= 0 and (found == 0 or props[found - 1] == 2):

@@ -54,7 +54,6 @@ from rocketflow.store.commit_log import (
     EncodedBatchRequest,
     PutMessageRequest,
     PutMessageStatus,
-    packed_host,
     waits_for_store,
 )
 
@@ -291,7 +290,7 @@ class SendMessageProcessor:
         if not request.body:
             return error(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body is empty")
         batch = EncodedBatchRequest(topic, queue_id, request.body, suffix, sys_flag=sys_flag,
-                                    born_timestamp=header.born_timestamp, born_host=_packed_remote(ctx.remote_address),
+                                    born_timestamp=header.born_timestamp, born_host=parse_host(ctx.remote_address),
                                     store_host=broker.store_host, wait_store_msg_ok=wait)
         # the checks of each message happen while it is stored: a rejected batch creates no topic
         return self._put(request, batch, queue_id, batch=True, creates=topic_config)
@@ -457,15 +456,6 @@ def _batch_properties(properties: str | None, cluster: str) -> tuple[bool, bytes
         return wait, encode_properties_bytes(batch_properties)
     except InvalidPropertyError as exc:
         return f"bad batch properties: {exc}"
-
-
-@functools.lru_cache(maxsize=4096)
-def _packed_remote(address: str) -> bytes:
-    """A peer's ``ip:port`` packed as records store it (the born host); 127.0.0.1:0 if it is no address."""
-    try:
-        return packed_host(parse_host(address))
-    except (ValueError, OSError):
-        return packed_host(("127.0.0.1", 0))
 
 
 async def _appended(outcome: AppendResult | Future[AppendResult]) -> AppendResult:
