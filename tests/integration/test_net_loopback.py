@@ -8,7 +8,7 @@ import logging
 import random
 import socket
 import struct
-from collections.abc import Callable, Coroutine
+from collections.abc import Callable, Coroutine, Sequence
 from typing import Any
 
 import pytest
@@ -16,6 +16,7 @@ import pytest
 from rocketflow.net import (
     OVERLOAD_REMARK,
     Channel,
+    GroupResult,
     RemotingClient,
     RemotingConnectError,
     RemotingConnectionClosedError,
@@ -692,3 +693,93 @@ def test_random_complete_frames_never_crash_the_server(caplog: pytest.LogCapture
         run(scenario)
     assert not [record for record in caplog.records if record.name == "asyncio"]
     assert not [record for record in caplog.records if record.levelno >= logging.ERROR]
+
+
+# ---------------------------------------------------------------------------------------------- group processors
+
+GROUPED = 1006
+
+
+def test_requests_arriving_together_reach_the_group_processor_in_order() -> None:
+    """Neighbouring requests of a grouped code that arrive in one read go to its group processor in one call;
+    a request of another code splits the group, the hook refuses one on its own, and each is answered."""
+    groups: list[list[str]] = []
+
+    def one(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        groups.append([request.ext_fields["n"]])
+        return request.make_response(ext_fields={"n": request.ext_fields["n"], "via": "one"})
+
+    def many(contexts: Sequence[RequestContext]) -> list[GroupResult]:
+        groups.append([ctx.request.ext_fields["n"] for ctx in contexts])
+        out: list[GroupResult] = []
+        for ctx in contexts:
+            n = ctx.request.ext_fields["n"]
+            if n == "boom":
+                out.append(ValueError("this one failed"))
+            elif n == "later":
+                async def answer_later(request: RemotingCommand = ctx.request) -> RemotingCommand:
+                    await asyncio.sleep(0.01)
+                    return request.make_response(ext_fields={"n": "later", "via": "group"})
+                out.append(answer_later())
+            else:
+                out.append(ctx.request.make_response(ext_fields={"n": n, "via": "group"}))
+        return out
+
+    def hook(channel: Channel, request: RemotingCommand) -> RemotingCommand | None:
+        if request.ext_fields.get("n") == "refused":
+            return request.make_response(ResponseCode.NO_PERMISSION, remark="refused by the hook")
+        return None
+
+    async def scenario() -> None:
+        server = new_server()
+        server.register(GROUPED, one, group=many)
+        server.set_request_hook(hook)
+        async with server:
+            raw = await RawConnection.open(server)
+            names = ["a", "b", "refused", "boom", "later", "c", "echo", "d", "e"]
+            requests = [RemotingCommand.request(ECHO if n == "echo" else GROUPED, {"n": n}) for n in names]
+            await raw.send(*requests)  # one write: one read on the server's side
+            answers = {}
+            for _ in names:
+                _, answer = await raw.read_frame()
+                answers[answer.opaque] = answer
+            by_name = {n: answers[request.opaque] for n, request in zip(names, requests, strict=True)}
+            assert groups == [["a", "b", "boom", "later", "c"], ["d", "e"]]
+            assert {n: by_name[n].ext_fields.get("via") for n in ("a", "b", "later", "c", "d", "e")} == \
+                dict.fromkeys(("a", "b", "later", "c", "d", "e"), "group")
+            assert (by_name["refused"].code, by_name["refused"].remark) == (ResponseCode.NO_PERMISSION,
+                                                                            "refused by the hook")
+            assert by_name["boom"].code == ResponseCode.SYSTEM_ERROR and "this one failed" in by_name["boom"].remark
+            assert by_name["echo"].ext_fields == {"n": "echo"}
+            # alone in its read, a request goes to the plain processor
+            single = RemotingCommand.request(GROUPED, {"n": "solo"})
+            await raw.send(single)
+            _, answer = await raw.read_frame()
+            assert answer.ext_fields == {"n": "solo", "via": "one"} and groups[-1] == ["solo"]
+            await raw.close()
+
+    run(scenario)
+
+
+def test_a_failing_group_processor_answers_each_request() -> None:
+    def one(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        return request.make_response()
+
+    def broken(contexts: Sequence[RequestContext]) -> list[GroupResult]:
+        raise RuntimeError("group processor bug")
+
+    async def scenario() -> None:
+        server = new_server()
+        server.register(GROUPED, one, group=broken)
+        async with server:
+            raw = await RawConnection.open(server)
+            requests = [RemotingCommand.request(GROUPED, {"n": str(i)}) for i in range(3)]
+            await raw.send(*requests)
+            codes = {}
+            for _ in requests:
+                _, answer = await raw.read_frame()
+                codes[answer.opaque] = (answer.code, "group processor bug" in (answer.remark or ""))
+            assert codes == {request.opaque: (ResponseCode.SYSTEM_ERROR, True) for request in requests}
+            await raw.close()
+
+    run(scenario)

@@ -12,7 +12,7 @@ import asyncio
 import inspect
 import itertools
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Final, TypeAlias, cast
 
 from rocketflow.net.errors import RemotingConnectionClosedError, RemotingTimeoutError
@@ -150,6 +150,11 @@ class RequestContext:
 Processor: TypeAlias = Callable[
     [RequestContext, RemotingCommand], Awaitable[RemotingCommand | None] | RemotingCommand | None
 ]
+#: What a group processor gives for one request: what a `Processor` would return, or the exception it would raise.
+GroupResult: TypeAlias = Awaitable[RemotingCommand | None] | RemotingCommand | Exception | None
+#: Handles requests of one code that arrived together on one channel, in their order (one result per
+#: context). Lets a processor share per-request costs, e.g. one store write for many sends.
+GroupProcessor: TypeAlias = Callable[[Sequence["RequestContext"]], Sequence[GroupResult]]
 #: A connection lifecycle hook (may be sync or async).
 ChannelCallback: TypeAlias = Callable[["Channel"], object]
 #: Runs before every request is routed (e.g. an ACL check): None lets it through, a response refuses it.
@@ -168,9 +173,15 @@ class RequestDispatcher:
         self.request_hook: RequestHook | None = None
         self.tasks: set[asyncio.Task[None]] = set()
         self._processors: dict[int, Processor] = {}
+        #: codes whose requests, when several arrive in one read, go to a group processor together
+        self.group_processors: dict[int, GroupProcessor] = {}
 
-    def register(self, code: int, processor: Processor) -> None:
+    def register(self, code: int, processor: Processor, *, group: GroupProcessor | None = None) -> None:
         self._processors[int(code)] = processor
+        if group is None:
+            self.group_processors.pop(int(code), None)
+        else:
+            self.group_processors[int(code)] = group
 
     def processor_for(self, code: int) -> Processor | None:
         return self._processors.get(code, self.default_processor)
@@ -186,12 +197,7 @@ class RequestDispatcher:
                 channel.send_quietly(request.make_response(ResponseCode.REQUEST_CODE_NOT_SUPPORTED,
                                                            remark=not_supported_remark(request.code)))
             return
-        limit = self.max_inflight_requests
-        if limit is not None and len(self.tasks) >= limit:
-            logger.warning("%s: %d requests in flight, rejecting %s from %s", self.role, len(self.tasks),
-                           request.describe(), channel.remote_address)
-            if not request.is_oneway:
-                channel.send_quietly(request.make_response(ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK))
+        if self._over_limit(channel, request):
             return
         context = RequestContext(channel, request)
         try:
@@ -199,12 +205,67 @@ class RequestDispatcher:
         except Exception as exc:
             self._processor_failed(context, exc)
             return
+        self._handle_result(context, result)
+
+    def _over_limit(self, channel: Channel, request: RemotingCommand) -> bool:
+        """Whether `max_inflight_requests` refuses the request (answered SYSTEM_BUSY then)."""
+        limit = self.max_inflight_requests
+        if limit is None or len(self.tasks) < limit:
+            return False
+        logger.warning("%s: %d requests in flight, rejecting %s from %s", self.role, len(self.tasks),
+                       request.describe(), channel.remote_address)
+        if not request.is_oneway:
+            channel.send_quietly(request.make_response(ResponseCode.SYSTEM_BUSY, remark=OVERLOAD_REMARK))
+        return True
+
+    def dispatch_group(self, channel: Channel, requests: Sequence[RemotingCommand]) -> None:
+        """Dispatch requests of one code with a group processor that arrived together, in order.
+
+        Each passes the request hook and the in-flight limit on its own; those let through go to the
+        group processor in one call (a single one goes to the plain processor).
+        """
+        group = self.group_processors.get(requests[0].code)
+        if group is None or len(requests) == 1:
+            for request in requests:
+                self.dispatch(channel, request)
+            return
+        hook = self.request_hook
+        contexts: list[RequestContext] = []
+        for request in requests:
+            if hook is not None and self._refused_by_hook(hook, channel, request):
+                continue
+            if self._over_limit(channel, request):
+                continue
+            contexts.append(RequestContext(channel, request))
+        if not contexts:
+            return
+        results: Sequence[GroupResult]
+        try:
+            if len(contexts) == 1:
+                results = [self._processors[contexts[0].request.code](contexts[0], contexts[0].request)]
+            else:
+                results = group(contexts)
+                if len(results) != len(contexts):
+                    raise TypeError(f"group processor returned {len(results)} results for {len(contexts)} requests")
+        except Exception as exc:
+            for context in contexts:
+                if not context.responded:
+                    self._processor_failed(context, exc)
+            return
+        for context, result in zip(contexts, results, strict=True):
+            self._handle_result(context, result)
+
+    def _handle_result(self, context: RequestContext, result: GroupResult) -> None:
         if result is None:
             return
         if isinstance(result, RemotingCommand):
             context.respond(result)
             return
+        if isinstance(result, Exception):
+            self._processor_failed(context, result)
+            return
         if inspect.isawaitable(result):
+            channel = context.channel
             task = asyncio.get_running_loop().create_task(self._run(context, result))
             self.tasks.add(task)
             channel.tasks.add(task)
@@ -381,13 +442,40 @@ class Channel(asyncio.Protocol):
             self._protocol_error(ProtocolError(f"undecodable input: {describe_exception(exc)}"))
             return
         dispatcher = self._dispatcher
-        for command in commands:
-            if command.flag & RESPONSE_FLAG:
-                self._complete(command)
-            else:
-                dispatcher.dispatch(self, command)
+        if len(commands) == 1 or not dispatcher.group_processors:
+            for command in commands:
+                if command.flag & RESPONSE_FLAG:
+                    self._complete(command)
+                else:
+                    dispatcher.dispatch(self, command)
+        else:
+            self._dispatch_grouped(commands)
         if decoder.error is not None:
             self._protocol_error(decoder.error)
+
+    def _dispatch_grouped(self, commands: list[RemotingCommand]) -> None:
+        """Dispatch one read's commands in order, handing neighbouring requests of a grouped code over together."""
+        dispatcher = self._dispatcher
+        grouped = dispatcher.group_processors
+        pending: list[RemotingCommand] = []
+        for command in commands:
+            if command.flag & RESPONSE_FLAG:
+                if pending:
+                    dispatcher.dispatch_group(self, pending)
+                    pending = []
+                self._complete(command)
+            elif command.code in grouped:
+                if pending and pending[0].code != command.code:
+                    dispatcher.dispatch_group(self, pending)
+                    pending = []
+                pending.append(command)
+            else:
+                if pending:
+                    dispatcher.dispatch_group(self, pending)
+                    pending = []
+                dispatcher.dispatch(self, command)
+        if pending:
+            dispatcher.dispatch_group(self, pending)
 
     def pause_writing(self) -> None:
         self._write_paused = True

@@ -10,6 +10,7 @@ from typing import Final
 from rocketflow.net.connection import (
     Channel,
     ChannelCallback,
+    GroupProcessor,
     Processor,
     RequestDispatcher,
     RequestHook,
@@ -83,9 +84,13 @@ class RemotingServer:
 
     # ------------------------------------------------------------------ configuration
 
-    def register(self, code: int, processor: Processor) -> None:
-        """Route requests with ``code`` to ``processor`` (replacing any earlier one)."""
-        self._dispatcher.register(code, processor)
+    def register(self, code: int, processor: Processor, *, group: GroupProcessor | None = None) -> None:
+        """Route requests with ``code`` to ``processor`` (replacing any earlier one).
+
+        With ``group``, neighbouring requests of ``code`` that arrive in one read from a channel go to
+        ``group`` together (each still passes the request hook on its own).
+        """
+        self._dispatcher.register(code, processor, group=group)
 
     def register_default(self, processor: Processor | None) -> None:
         """Route requests of every unregistered code to ``processor`` (None removes it)."""

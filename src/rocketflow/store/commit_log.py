@@ -278,6 +278,23 @@ class AppendResult:
         return cls(status=status, error=error)
 
 
+@dataclass(slots=True)
+class _StagedBatch:
+    """A one-size batch packed for a place in the last segment, not written yet."""
+
+    records: bytes
+    #: (topic, queue id), or None when the records enter no consume queue
+    key: tuple[str, int] | None
+    first_queue_offset: int
+    count: int
+    first_offset: int
+    units: list[int]
+    index_keys: list[bytes]
+    index_offsets: list[int]
+    offsets: list[int]
+    store: bytes
+
+
 @functools.lru_cache(maxsize=256)
 def _one_size_batch_struct(body_len: int, props_len: int, count: int) -> struct.Struct:
     """An encoded batch of `count` messages of one body and one properties length, as one struct."""
@@ -704,10 +721,112 @@ class CommitLog:
     def _append_one_size_batch(self, batch: EncodedBatchRequest, now: int, topic_part: bytes, born: bytes,
                                store: bytes, head: struct.Struct, sys_flag: int
                                ) -> tuple[AppendResult, DispatchBatch] | None:
-        """`append_encoded_batch` for a batch whose messages all have one body and one properties length (a
-        producer batching same-size records): one unpack of the whole batch, one pack of all its records,
-        and per-message work only in comprehensions. None (nothing done) when the batch is not like that,
-        or needs anything the loop does (a check to fail, a separator to add, a segment to roll over)."""
+        """`append_encoded_batch` for a batch whose messages all have one encoded size, or None (nothing done)
+        when it is not like that (see `_stage_one_size_batch`)."""
+        mapped = self.files.last_for_write(0)
+        staged = self._stage_one_size_batch(batch, now, topic_part, born, store, head, sys_flag, mapped,
+                                            mapped.wrote_position, self.topic_queue_table)
+        if staged is None:
+            return None
+        results, dispatch = self._write_staged(mapped, [staged], now)
+        return results[0], dispatch
+
+    def append_encoded_batches(self, batches: Sequence[EncodedBatchRequest],
+                               now_ms: int | None = None) -> tuple[list[AppendResult], DispatchBatch]:
+        """Append the leading batches of `batches` that can be written at once, at least the first one.
+
+        Those that take the one-size path and fit the last segment (several batches that arrived
+        together, say) are packed one after the other and written in one piece, with one dispatch
+        for all; when the first cannot be, it alone is stored as `append_encoded_batch` stores it.
+        Returns the results of the batches taken (a prefix of `batches`) and their dispatch. Raises
+        as `append_encoded_batch` does for the first batch (nothing written); a later batch that
+        would fail is left for the next call.
+        """
+        now = int(time.time() * 1000) if now_ms is None else now_ms
+        mapped = self.files.last_for_write(0)
+        pos = mapped.wrote_position
+        queue_offsets: dict[tuple[str, int], int] = {}
+        staged: list[_StagedBatch] = []
+        table = self.topic_queue_table
+        for batch in batches:
+            if batch.topic == SCHEDULE_TOPIC or not batch.encoded:
+                break
+            try:
+                layout = self._batch_layout(batch)
+            except IllegalMessageError:
+                break
+            key = (batch.topic, batch.queue_id)
+            one = self._stage_one_size_batch(batch, now, *layout, mapped, pos,
+                                             queue_offsets if key in queue_offsets else table)
+            if one is None:
+                break
+            staged.append(one)
+            pos += len(one.records)
+            if one.key is not None:
+                queue_offsets[one.key] = one.first_queue_offset + one.count
+        if not staged:
+            result, dispatch = self.append_encoded_batch(batches[0], now)
+            return [result], dispatch
+        return self._write_staged(mapped, staged, now)
+
+    def _write_staged(self, mapped: MappedFile, staged: list[_StagedBatch],
+                      now: int) -> tuple[list[AppendResult], DispatchBatch]:
+        """Write staged batches (consecutive, from the wrote position of `mapped`) in one piece: their
+        results and one dispatch. Raises OSError (nothing written) when the disk has no room."""
+        records = staged[0].records if len(staged) == 1 else b"".join([one.records for one in staged])
+        first_offset = staged[0].first_offset
+        try:
+            mapped.reserve(mapped.wrote_position + len(records))
+        except BaseException:
+            self.files.discard_unused_after(mapped)
+            raise
+        mapped.append(records)
+        end_offset = first_offset + len(records)
+        table = self.topic_queue_table
+        runs: dict[tuple[str, int], list[Any]] = {}
+        index_keys: list[bytes] = []
+        index_offsets: list[int] = []
+        results: list[AppendResult] = []
+        for one in staged:
+            key = one.key
+            count = one.count
+            if key is not None:
+                table[key] = one.first_queue_offset + count
+                queue_offsets = list(range(one.first_queue_offset, one.first_queue_offset + count))
+                run = runs.get(key)
+                if run is None:
+                    runs[key] = [one.first_queue_offset, one.units]
+                else:  # the same queue again: its units follow on
+                    run[1] = run[1] + one.units
+            else:
+                queue_offsets = [0] * count
+            if one.index_keys:
+                index_keys += one.index_keys
+                index_offsets += one.index_offsets
+            results.append(AppendResult(
+                status=PutMessageStatus.PUT_OK,
+                wrote_offset=one.first_offset,
+                wrote_bytes=len(one.records),
+                queue_offset=one.first_queue_offset,
+                store_timestamp=now,
+                message_count=count,
+                commit_log_offsets=one.offsets,
+                queue_offsets=queue_offsets,
+                store_host=one.store,
+                end_offset=one.first_offset + len(one.records),
+            ))
+        dispatch = DispatchBatch(runs=runs, index_keys=index_keys, index_offsets=index_offsets,
+                                 index_timestamps=[now] * len(index_keys), store_timestamp=now, end_offset=end_offset)
+        return results, dispatch
+
+    def _stage_one_size_batch(self, batch: EncodedBatchRequest, now: int, topic_part: bytes, born: bytes,
+                              store: bytes, head: struct.Struct, sys_flag: int, mapped: MappedFile, pos: int,
+                              queue_offsets: Mapping[tuple[str, int], int]) -> _StagedBatch | None:
+        """Pack a batch whose messages all have one body and one properties length (a producer batching
+        same-size records) for position `pos` of `mapped`: one unpack of the whole batch, one pack of all
+        its records, and per-message work only in comprehensions. `queue_offsets` gives the queue's next
+        offset. None when the batch is not like that, or needs anything the loop does (a check to fail,
+        a separator to add, a segment to roll over)."""
         data = batch.encoded
         end = len(data)
         if end < _BATCH_ELEMENT_MIN:
@@ -731,8 +850,6 @@ class CommitLog:
                 return None
         record_props_len = props_len + len(suffix)
         size = head.size + 2 + len(topic_part) + body_len + record_props_len
-        mapped = self.files.last_for_write(0)
-        pos = mapped.wrote_position
         if (body_len > config.max_message_size or record_props_len > config.max_properties_size
                 or size > config.max_message_size
                 or pos + count * size + END_FILE_MIN_BLANK_LENGTH > self.segment_size):
@@ -746,7 +863,7 @@ class CommitLog:
         queue_id = batch.queue_id
         key = (batch.topic, queue_id)
         in_queue = enters_consume_queue(sys_flag)
-        first_queue_offset = self.topic_queue_table.get(key, 0) if in_queue else 0
+        first_queue_offset = queue_offsets.get(key, 0) if in_queue else 0
         first_offset = mapped.file_from_offset + pos
         physical = range(first_offset, first_offset + count * size, size)
         crc32 = zlib.crc32
@@ -795,15 +912,8 @@ class CommitLog:
             if maybe_tagged and b"TAGS\x01" in joined_props:
                 units[2::3] = [0 if raw is None else self._tags_code(raw)
                                for raw in _property_values(all_props, b"TAGS\x01")]
-        try:
-            mapped.reserve(pos + len(records))
-        except BaseException:
-            self.files.discard_unused_after(mapped)
-            raise
-        return self._write_batch([(mapped, [records], False)], key if in_queue else None, first_queue_offset,
-                                 first_queue_offset + count if in_queue else first_queue_offset, units, index_keys,
-                                 index_offsets, now, first_offset, first_offset + len(records), len(records), count,
-                                 list(physical), store)
+        return _StagedBatch(records, key if in_queue else None, first_queue_offset, count, first_offset, units,
+                            index_keys, index_offsets, list(physical), store)
 
     def _tags_code(self, raw: bytes) -> int:
         """The tags code of a raw TAGS value (remembered)."""

@@ -4,8 +4,8 @@ File `index/<yyyyMMddHHmmssSSS>`: a 40-byte header `[i64 begin timestamp][i64 en
 [i64 begin phys offset][i64 end phys offset][i32 used slots][i32 index count]`, then `slots` i32 hash
 slots (each the number of the newest entry with that hash, 0 = empty), then 20-byte entries
 `[i32 key hash][i64 phys offset][i32 seconds since begin timestamp][i32 previous entry]` numbered
-from 1. Keys are `topic#key`. The key hash is CRC32 of the UTF-8 key (RocketMQ uses Java's
-`String.hashCode`, which is too slow in Python); everything else matches.
+from 1. Keys are `topic#key`; the key hash is RocketMQ's: Java's `String.hashCode` of the key made
+non-negative (`Math.abs`, with `Integer.MIN_VALUE` as 0), so RocketMQ's tools can read these files.
 """
 
 from __future__ import annotations
@@ -17,7 +17,6 @@ import os
 import struct
 import threading
 import time
-import zlib
 from collections.abc import Iterable, Sequence
 from datetime import datetime
 from pathlib import Path
@@ -40,9 +39,62 @@ _ENTRY_DTYPE = np.dtype([("hash", ">i4"), ("phys", ">i8"), ("seconds", ">i4"), (
 assert _ENTRY_DTYPE.itemsize == ENTRY_SIZE
 
 
+#: keys longer than this (in bytes) are hashed one by one rather than in the batch matrix
+_MATRIX_KEY_MAX = 256
+_powers = np.ones(1, dtype=np.uint32)
+
+
+def _powers_of_31(count: int) -> np.ndarray:
+    """31**(count-1), ..., 31, 1 modulo 2**32: the weights of Java's `String.hashCode` polynomial."""
+    global _powers
+    if len(_powers) < count:
+        grown = np.ones(max(count, 2 * len(_powers)), dtype=np.uint32)
+        grown[:-1] = np.cumprod(np.full(len(grown) - 1, 31, dtype=np.uint32))[::-1]  # wraps mod 2**32
+        _powers = grown
+    return _powers[len(_powers) - count:]
+
+
+def _non_negative(hashes: np.ndarray) -> np.ndarray:
+    """RocketMQ's `indexKeyHashMethod` on uint32 `String.hashCode` values: `Math.abs`, and 0 for MIN_VALUE."""
+    positive = np.abs(hashes.view(np.int32))  # as in Java, abs(MIN_VALUE) stays negative
+    positive[positive < 0] = 0
+    return positive
+
+
 def index_key_hash(key: bytes) -> int:
-    """Non-negative hash of an index key (`topic#key` as UTF-8)."""
-    return zlib.crc32(key) & _INT_MAX
+    """RocketMQ's hash of an index key (`topic#key` as UTF-8): Java's `String.hashCode`, made non-negative."""
+    units = np.frombuffer(key.decode("utf-8", "replace").encode("utf-16-be"), dtype=">u2").astype(np.uint32)
+    return int(_non_negative(np.array([units @ _powers_of_31(len(units))], dtype=np.uint32))[0])
+
+
+def index_key_hashes(keys: Sequence[bytes]) -> np.ndarray:
+    """`index_key_hash` of each key (an int32 array), computed as one matrix product for ASCII keys.
+
+    Java hashes UTF-16 code units, which for ASCII are the bytes. The keys are right-aligned in a
+    zero-padded byte matrix: leading zeros add nothing to a polynomial hash that starts at 0.
+    """
+    count = len(keys)
+    if not count:
+        return np.zeros(0, dtype=np.int32)
+    lengths = np.fromiter(map(len, keys), dtype=np.intp, count=count)
+    joined = np.frombuffer(b"".join(keys), dtype=np.uint8)
+    width = int(lengths.max())
+    if width <= _MATRIX_KEY_MAX and int(lengths.min()) == width:
+        matrix = joined.reshape(count, width)
+    else:
+        width = min(width, _MATRIX_KEY_MAX)
+        blank = bytes(width)
+        padded = b"".join([key.rjust(width, b"\0") if len(key) <= width else blank for key in keys])
+        matrix = np.frombuffer(padded, dtype=np.uint8).reshape(count, width)
+    hashes = _non_negative(matrix.astype(np.uint32) @ _powers_of_31(width))
+    # over-long keys, and keys with non-ASCII bytes (Java hashes their UTF-16 units), go one by one
+    odd = lengths > width
+    if len(joined) and int(joined.max()) >= 0x80:
+        odd[np.repeat(np.arange(count), lengths)[joined >= 0x80]] = True
+    if odd.any():
+        for row in np.flatnonzero(odd).tolist():
+            hashes[row] = index_key_hash(keys[row])
+    return hashes
 
 
 def index_file_name(timestamp_ms: int) -> str:
@@ -119,7 +171,7 @@ class IndexFile:
         if index_count <= 1:
             self.begin_phy_offset = offsets[0]
             self.begin_timestamp = timestamps[0]
-        hashes = np.fromiter(map(zlib.crc32, keys[:count]), dtype=np.int64, count=count) & _INT_MAX
+        hashes = index_key_hashes(keys[:count])
         slot_of = hashes % self.slot_num
         numbers = np.arange(index_count, index_count + count, dtype=np.int64)
         slots = np.frombuffer(self.mm, dtype=_SLOT_DTYPE, count=self.slot_num, offset=HEADER_SIZE)
@@ -181,7 +233,7 @@ class IndexFile:
         """Append phys offsets of entries with `key`'s hash stored within [begin, end], newest first."""
         if self._closed:
             return
-        key_hash = zlib.crc32(key) & _INT_MAX
+        key_hash = index_key_hash(key)
         mm = self.mm
         index_count = self.index_count
         try:

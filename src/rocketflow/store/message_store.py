@@ -483,56 +483,132 @@ class MessageStore:
             return self._flush_service.submit(result)
         return result
 
-    def _put(self, requests: PutRequests) -> tuple[AppendResult, bool]:
+    def put_encoded_batches(
+        self, batches: Sequence[EncodedBatchRequest]
+    ) -> list[AppendResult | concurrent.futures.Future[AppendResult]]:
+        """`put_messages_or_wait` for each of several batches that arrived together, in their order.
+
+        A run of them that the commit log can write at once (one-size batches that fit the last
+        segment) takes one write and one dispatch; each batch still gets its own result, and a
+        rejected batch fails alone.
+        """
+        refusal = self._refusal()
+        if refusal is not None:
+            return [AppendResult.failed(*refusal) for _ in batches]
+        results: list[AppendResult] = []
+        last_end = -1
+        with self._put_lock:
+            refusal = self._refusal_under_lock()
+            if refusal is not None:
+                return [AppendResult.failed(*refusal) for _ in batches]
+            now = self._clock_ms() if self._clock_ms is not None else None
+            while len(results) < len(batches):
+                try:
+                    taken, dispatch = self.commit_log.append_encoded_batches(batches[len(results):], now)
+                except (IllegalMessageError, OSError) as exc:
+                    results.append(self._append_failed(exc))
+                    if isinstance(exc, OSError):  # nothing more can be written now
+                        results += [self._append_failed(exc) for _ in batches[len(results):]]
+                    continue
+                refused = self._dispatched(dispatch)
+                if refused is not None:
+                    results += [refused] * len(taken)
+                    results += [AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._dispatch_error)
+                                for _ in batches[len(results):]]
+                    break
+                self._last_store_timestamp = taken[-1].store_timestamp
+                self._put_count += sum(result.message_count for result in taken)
+                results += taken
+                last_end = taken[-1].end_offset
+        if last_end >= 0:
+            self._notify_appended(last_end)
+        outcomes: list[AppendResult | concurrent.futures.Future[AppendResult]] = list(results)
+        if self.config.is_sync_flush:
+            for i, (batch, result) in enumerate(zip(batches, results, strict=True)):
+                if result.status is PutMessageStatus.PUT_OK and batch.wait_store_msg_ok:
+                    assert isinstance(self._flush_service, GroupCommitService)
+                    outcomes[i] = self._flush_service.submit(result)
+            if self._flush_service is not None:
+                self._flush_service.wakeup()
+        return outcomes
+
+    def _refusal(self) -> tuple[PutMessageStatus, str] | None:
+        """Why no put can be taken now (checked before taking the put lock), or None."""
         if not self._running:
-            return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running"), False
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running"
         if self.config.broker_role is BrokerRole.SLAVE:
-            return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is a slave"), False
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is a slave"
         clean = self.clean_service
         if clean.disk_full:
             self._put_fail_count += 1
-            return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, (
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE, (
                 f"the broker's disk is full: {clean.disk_used_percent:.1f}% used, above "
-                f"diskSpaceWarningLevelRatio {self.config.disk_space_warning_level_ratio}%")), False
+                f"diskSpaceWarningLevelRatio {self.config.disk_space_warning_level_ratio}%")
+        return None
+
+    def _refusal_under_lock(self) -> tuple[PutMessageStatus, str] | None:
+        if not self._running:
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is shut down"
+        if self._pending_dispatch is not None and not self._retry_pending_dispatch():
+            self._put_fail_count += 1
+            return PutMessageStatus.SERVICE_NOT_AVAILABLE, self._dispatch_error
+        return None
+
+    def _append_failed(self, exc: IllegalMessageError | OSError) -> AppendResult:
+        """The result of an append that raised (nothing written)."""
+        self._put_fail_count += 1
+        if isinstance(exc, IllegalMessageError):
+            return AppendResult.failed(exc.status, str(exc))
+        log.error("commit-log append failed (nothing written): %s", exc)
+        # a full disk is RocketMQ's SERVICE_NOT_AVAILABLE ("the broker's disk is full")
+        status = PutMessageStatus.SERVICE_NOT_AVAILABLE if exc.errno in _DISK_FULL_ERRNOS else \
+            PutMessageStatus.CREATE_MAPPED_FILE_FAILED
+        return AppendResult.failed(status, f"cannot write the commit log: {exc}")
+
+    def _dispatched(self, dispatch: DispatchBatch) -> AppendResult | None:
+        """Dispatch appended records; on failure hold them back (puts are refused until a retry succeeds)
+        and return the failed result."""
+        try:
+            self.dispatcher.dispatch(dispatch)
+        except OSError as exc:
+            # The records are in the commit log but not yet in their consume queues: refuse puts until
+            # a retry dispatches them (recovery would too). Not acknowledged, so a producer may resend.
+            self._put_fail_count += 1
+            self._pending_dispatch = dispatch
+            self._dispatch_error = f"cannot write consume queue or index files: {exc}"
+            log.error("dispatch failed, refusing puts until it succeeds: %s", exc)
+            return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._dispatch_error)
+        return None
+
+    def _notify_appended(self, end_offset: int) -> None:
+        for listener in self._append_listeners:
+            try:
+                listener(end_offset)
+            except Exception:  # a listener's bug must not fail a stored put
+                log.exception("append listener failed")
+
+    def _put(self, requests: PutRequests) -> tuple[AppendResult, bool]:
+        refusal = self._refusal()
+        if refusal is not None:
+            return AppendResult.failed(*refusal), False
         with self._put_lock:
-            if not self._running:
-                return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is shut down"), False
-            if self._pending_dispatch is not None and not self._retry_pending_dispatch():
-                self._put_fail_count += 1
-                return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._dispatch_error), False
+            refusal = self._refusal_under_lock()
+            if refusal is not None:
+                return AppendResult.failed(*refusal), False
             try:
                 now = self._clock_ms() if self._clock_ms is not None else None
                 if isinstance(requests, EncodedBatchRequest):
                     result, dispatch = self.commit_log.append_encoded_batch(requests, now)
                 else:
                     result, dispatch = self.commit_log.append(requests, now)
-            except IllegalMessageError as exc:
-                self._put_fail_count += 1
-                return AppendResult.failed(exc.status, str(exc)), False
-            except OSError as exc:
-                self._put_fail_count += 1
-                log.error("commit-log append failed (nothing written): %s", exc)
-                # a full disk is RocketMQ's SERVICE_NOT_AVAILABLE ("the broker's disk is full")
-                status = PutMessageStatus.SERVICE_NOT_AVAILABLE if exc.errno in _DISK_FULL_ERRNOS else \
-                    PutMessageStatus.CREATE_MAPPED_FILE_FAILED
-                return AppendResult.failed(status, f"cannot write the commit log: {exc}"), False
-            try:
-                self.dispatcher.dispatch(dispatch)
-            except OSError as exc:
-                # The records are in the commit log but not yet in their consume queues: refuse puts until
-                # a retry dispatches them (recovery would too). Not acknowledged, so a producer may resend.
-                self._put_fail_count += 1
-                self._pending_dispatch = dispatch
-                self._dispatch_error = f"cannot write consume queue or index files: {exc}"
-                log.error("dispatch failed, refusing puts until it succeeds: %s", exc)
-                return AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._dispatch_error), False
+            except (IllegalMessageError, OSError) as exc:
+                return self._append_failed(exc), False
+            refused = self._dispatched(dispatch)
+            if refused is not None:
+                return refused, False
             self._last_store_timestamp = result.store_timestamp
             self._put_count += result.message_count
-        for listener in self._append_listeners:
-            try:
-                listener(result.end_offset)
-            except Exception:  # a listener's bug must not fail a stored put
-                log.exception("append listener failed")
+        self._notify_appended(result.end_offset)
         if self.config.is_sync_flush:
             if waits_for_store(requests):
                 return result, True

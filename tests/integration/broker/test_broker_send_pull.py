@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import zlib
 
+import pytest
 from broker_helpers import (
     batch_request,
     decoded,
@@ -20,11 +22,13 @@ from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import TopicConfigSerializeWrapper
 from rocketflow.protocol.codec import decode_record
 from rocketflow.protocol.ids import decode_offset_msg_id
-from rocketflow.protocol.message import Message
+from rocketflow.protocol.message import Message, MessageExt
 from rocketflow.protocol.tags import tags_code
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.frame import FrameDecoder, encode_frame
 from rocketflow.remoting.headers import CreateTopicRequestHeader
+from rocketflow.store.config import FlushDiskType
 
 
 async def create_topic(client: RemotingClient, addr: str, topic: str, queues: int = 4, perm: int = 6) -> None:
@@ -207,3 +211,63 @@ def test_auto_create_permissions_and_illegal_messages() -> None:
         assert unknown.remark == " request type 9999 not supported"
 
     run(scenario)
+
+
+@pytest.mark.parametrize("flush", [FlushDiskType.ASYNC_FLUSH, FlushDiskType.SYNC_FLUSH])
+def test_batches_arriving_together_are_each_stored_and_answered(flush: FlushDiskType) -> None:
+    """SEND_BATCH_MESSAGE requests written at once reach the broker in one read and are stored together (one
+    write for the run of one-size batches): each is answered as if sent alone (after its flush under
+    SYNC_FLUSH), a bad one fails alone, and the messages pull back in order from each queue."""
+    async def scenario(cluster: DevCluster, client: RemotingClient) -> None:
+        addr = cluster.broker_addr
+        host, port = addr.rsplit(":", 1)
+        sent: dict[int, list[bytes]] = {0: [], 1: []}
+        requests, expect = [], []
+        for i in range(10):
+            queue_id = i % 2
+            if i == 4:  # malformed: fails alone, stores nothing
+                requests.append(send_request("Together", b"\x00\x00\x00\x30garbage", None, queue_id=queue_id,
+                                             code=RequestCode.SEND_BATCH_MESSAGE))
+                expect.append(ResponseCode.MESSAGE_ILLEGAL)
+                continue
+            if i == 6:  # refused by the topic checks before the store
+                requests.append(batch_request("SCHEDULE_TOPIC_XXXX", [Message("SCHEDULE_TOPIC_XXXX", b"x")]))
+                expect.append(ResponseCode.NO_PERMISSION)
+                continue
+            size = 30 if i != 7 else 31  # batch 7's size differs from the others' (it is stored on its own)
+            bodies = [bytes([65 + i]) * size + f"{n:02d}".encode() for n in range(3 + i)]
+            messages = [Message("Together", body, properties=message_properties(tags=f"t{i}")) for body in bodies]
+            requests.append(batch_request("Together", messages, queue_id=queue_id, queue_nums=2))
+            expect.append(ResponseCode.SUCCESS)
+            sent[queue_id].extend(bodies)
+        reader, writer = await asyncio.open_connection(host, int(port))
+        try:
+            writer.write(b"".join(encode_frame(request) for request in requests))
+            await writer.drain()
+            answers: dict[int, RemotingCommand] = {}
+            decoder = FrameDecoder()
+            while len(answers) < len(requests):
+                data = await asyncio.wait_for(reader.read(65536), 5)
+                assert data, "the broker closed the connection"
+                answers.update((answer.opaque, answer) for answer in decoder.feed(data))
+        finally:
+            writer.close()
+        responses = [answers[request.opaque] for request in requests]
+        assert [response.code for response in responses] == expect, [r.remark for r in responses]
+        assert "batch message 0" in (responses[4].remark or "")
+        ids: dict[int, list[str]] = {0: [], 1: []}
+        for response in responses:
+            if response.code == ResponseCode.SUCCESS:
+                queue_id = int(response.ext_fields["queueId"])
+                assert int(response.ext_fields["queueOffset"]) == len(ids[queue_id])
+                ids[queue_id].extend(response.ext_fields["msgId"].split(","))
+        for queue_id in (0, 1):
+            got: list[MessageExt] = []
+            while len(got) < len(sent[queue_id]):
+                response = await pull(client, addr, "g_together", "Together", queue_id, len(got))
+                assert response.code == ResponseCode.SUCCESS, response.remark
+                got.extend(decoded(response))
+            assert [message.body for message in got] == sent[queue_id]
+            assert [message.offset_msg_id for message in got] == ids[queue_id]
+
+    run(scenario, **{"store.flush_disk_type": flush})

@@ -270,3 +270,73 @@ def test_uniq_keys_at_one_place_are_read_batch_wide(layout: str) -> None:
         finally:
             single.shutdown()
             batched.shutdown()
+
+
+# Batches that arrive together (`MessageStore.put_encoded_batches`): a run of one-size batches is written at once,
+# and the outcome is what putting them one after another gives: results, records, queue units and index.
+def _group_element(kind: str, index: int, rnd: Any) -> bytes:
+    if kind == "bad":
+        return _GOOD + _element(b"abc", b"", body_len=900)
+    uniq = "".join(rnd.choice(_HEX) for _ in range(32))
+    props = f"UNIQ_KEY\x01{uniq}\x02TAGS\x01{rnd.choice(['pay', 'mix'])}\x02WAIT\x01true".encode()
+    if kind == "varied":
+        return b"".join(_element(b"v" * (10 + i), props + (b"\x02KEYS\x01kw" if i % 2 else b"")) for i in range(3))
+    size = {"small": 40, "large": 700}[kind]
+    return b"".join(_element(bytes([index % 251]) * size, props) for _ in range(1 + index % 4))
+
+
+grouped_batches = st.lists(st.tuples(st.sampled_from(["small", "small", "large", "varied", "bad"]),
+                                     st.integers(0, 2), st.sampled_from(["Orders", "%^bad topic"])),
+                           min_size=1, max_size=12)
+
+
+@settings(max_examples=60, deadline=None)
+@given(spec=grouped_batches, rnd=st.randoms(use_true_random=False))
+def test_batches_put_together_equal_batches_put_one_by_one(spec: list[tuple[str, int, str]], rnd: Any) -> None:
+    batches = [EncodedBatchRequest(topic if kind != "small" else "Orders", queue_id, _group_element(kind, i, rnd),
+                                   b"CLUSTER\x01c", born_timestamp=1_700_000_000_000, born_host=("10.0.0.1", 5000))
+               for i, (kind, queue_id, topic) in enumerate(spec)]
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        single, together = _store(Path(one)), _store(Path(two))
+        try:
+            expected = [single.put_messages(batch) for batch in batches]
+            got = together.put_encoded_batches(batches)
+            assert all(isinstance(result, type(expected[0])) for result in got)  # ASYNC_FLUSH: nothing to wait for
+            assert [(r.status, r.error, r.commit_log_offsets, r.queue_offsets) for r in expected] == \
+                [(r.status, r.error, r.commit_log_offsets, r.queue_offsets) for r in got]  # type: ignore[union-attr]
+            assert _log_bytes(single) == _log_bytes(together)
+            for queue_id in range(3):
+                left, right = (store.consume_queues.find("Orders", queue_id) for store in (single, together))
+                assert (left is None) == (right is None)
+                if left is not None and right is not None:
+                    count = single.get_max_offset_in_queue("Orders", queue_id)
+                    assert count == together.get_max_offset_in_queue("Orders", queue_id)
+                    assert [left.unit_at(i) for i in range(count)] == [right.unit_at(i) for i in range(count)]
+            for key in ["kw", *(line.split("UNIQ_KEY\x01")[1][:32] for line in
+                                (batch.encoded.decode("latin-1") for batch in batches) if "UNIQ_KEY" in line)]:
+                left_found = single.query_message("Orders", key, 64, 0, 2**62)
+                right_found = together.query_message("Orders", key, 64, 0, 2**62)
+                assert sorted(left_found.buffers) == sorted(right_found.buffers)
+        finally:
+            single.shutdown()
+            together.shutdown()
+
+
+def test_a_run_of_one_size_batches_is_one_write(make_store: Any) -> None:
+    store = make_store(commit_log_segment_size=64 * 1024)
+    rnd = __import__("random").Random(7)
+    batches = [EncodedBatchRequest("Orders", i % 2, _group_element("small", i, rnd), b"CLUSTER\x01c")
+               for i in range(6)]
+    taken, dispatch = store.commit_log.append_encoded_batches(batches, 1_700_000_000_000)
+    assert len(taken) == 6 and set(dispatch.runs) == {("Orders", 0), ("Orders", 1)}
+    # two queues: each run holds its batches' units in order, with consecutive queue offsets
+    assert [dispatch.runs[("Orders", q)][0] for q in (0, 1)] == [0, 0]
+    assert [len(dispatch.runs[("Orders", q)][1]) // 3 for q in (0, 1)] == \
+        [sum(r.message_count for r in taken[q::2]) for q in (0, 1)]
+    assert [r.queue_offset for r in taken] == [0, 0, 1, 2, 4, 6]
+    # a batch the one-size path cannot take ends the run; it is stored alone by the next call
+    mixed = [batches[0], EncodedBatchRequest("Orders", 0, _group_element("varied", 0, rnd), b""), batches[1]]
+    taken, _ = store.commit_log.append_encoded_batches(mixed, 1_700_000_000_000)
+    assert len(taken) == 1
+    taken, _ = store.commit_log.append_encoded_batches(mixed[1:], 1_700_000_000_000)
+    assert len(taken) == 1 and taken[0].message_count == 3

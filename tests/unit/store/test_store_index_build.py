@@ -1,20 +1,63 @@
-"""The index service's batched (numpy) build writes exactly the files a key-by-key build would."""
+"""The index service's batched (numpy) build writes exactly the files a key-by-key build would, with
+RocketMQ's key hash (Java's `String.hashCode`, made non-negative)."""
 
 from __future__ import annotations
 
 import struct
-import zlib
 from pathlib import Path
 
-from hypothesis import given, settings
+import pytest
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from rocketflow.store.index import ENTRY, ENTRY_SIZE, HEADER, HEADER_SIZE, IndexService
+from rocketflow.store.index import (
+    ENTRY,
+    ENTRY_SIZE,
+    HEADER,
+    HEADER_SIZE,
+    IndexService,
+    index_key_hash,
+    index_key_hashes,
+)
 
 SLOTS = 16
 ENTRIES = 40
 #: (header, slots, entries) of one index file
 FileContent = tuple[tuple[int, ...], list[int], list[tuple[int, ...]]]
+
+
+def java_index_hash(key: bytes) -> int:
+    """RocketMQ's `IndexFile.indexKeyHashMethod` written out: `String.hashCode` over UTF-16 units, then abs."""
+    text = key.decode("utf-8", "replace")
+    h = 0
+    for unit in struct.unpack(f">{len(text.encode('utf-16-be')) // 2}H", text.encode("utf-16-be")):
+        h = (31 * h + unit) & 0xFFFFFFFF
+    signed = h - (1 << 32) if h >= 1 << 31 else h
+    positive = abs(signed)
+    return 0 if positive > 0x7FFFFFFF else positive  # Math.abs(Integer.MIN_VALUE) is negative: RocketMQ uses 0
+
+
+@pytest.mark.parametrize(("key", "expected"), [
+    ("", 0), ("a", 97), ("hello", 99162322), ("Aa", 2112), ("BB", 2112),
+    ("polygenelubricants", 0),  # hashCode() == Integer.MIN_VALUE
+    ("\u00e9", 233), ("\u4e2d", 20013), ("\U0001F600", 0xD83D * 31 + 0xDE00),  # a surrogate pair
+])
+def test_index_key_hash_is_rocketmqs(key: str, expected: int) -> None:
+    raw = key.encode("utf-8")
+    assert index_key_hash(raw) == expected == java_index_hash(raw)
+    assert index_key_hashes([raw]).tolist() == [expected]
+
+
+ascii_or_not = st.one_of(st.text(alphabet="abcXYZ#_019", max_size=300), st.text(max_size=40))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.lists(ascii_or_not.map(lambda text: text.encode("utf-8")) | st.binary(max_size=20), min_size=1,
+                max_size=40))
+@example([b"T#" + b"k" * 256, b"T#" + b"k" * 254, b"x"])  # around the matrix width limit
+@example([b"\xff\xfe", b"ab"])  # invalid UTF-8 hashes as Java's decoder reads it (U+FFFD)
+def test_batched_hashes_equal_one_by_one(keys: list[bytes]) -> None:
+    assert index_key_hashes(keys).tolist() == [java_index_hash(key) for key in keys]
 
 
 def reference_files(items: list[tuple[bytes, int, int]]) -> list[FileContent]:
@@ -29,7 +72,7 @@ def reference_files(items: list[tuple[bytes, int, int]]) -> list[FileContent]:
         begin_ts = chunk[0][2]
         used = 0
         for number, (key, phys, ts) in enumerate(chunk, start=1):
-            key_hash = zlib.crc32(key) & 0x7FFFFFFF
+            key_hash = java_index_hash(key)
             slot = key_hash % SLOTS
             if slots[slot] == 0:
                 used += 1

@@ -11,14 +11,14 @@ import asyncio
 import functools
 import random
 import struct
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Sequence
 from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
 from rocketflow.broker.processors.common import FAQ_SUFFIX, check_names, error, parse_host
 from rocketflow.broker.transaction import HALF_QUEUE_ID, half_message_properties, without_transaction_type
-from rocketflow.net import RemotingServer, RequestContext
+from rocketflow.net import GroupResult, RemotingServer, RequestContext
 from rocketflow.protocol.bodies import SubscriptionGroupConfig, TopicConfig, TopicFilterType
 from rocketflow.protocol.codec import RecordDecodeError, decode_record
 from rocketflow.protocol.ids import offset_msg_id_from_packed
@@ -112,8 +112,9 @@ class SendMessageProcessor:
         self._random = random.Random()
 
     def register_to(self, server: RemotingServer) -> None:
-        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2, RequestCode.SEND_BATCH_MESSAGE):
+        for code in (RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2):
             server.register(code, self.process_send)
+        server.register(RequestCode.SEND_BATCH_MESSAGE, self.process_send, group=self.process_send_batches)
         server.register(RequestCode.CONSUMER_SEND_MSG_BACK, self.process_send_back)
 
     # ------------------------------------------------------------------ checks
@@ -274,12 +275,19 @@ class SendMessageProcessor:
 
     def _send_batch(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
                     topic_config: TopicConfig) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+        batch = self._batch_request(ctx, request, header, topic_config)
+        if isinstance(batch, RemotingCommand):
+            return batch
+        # the checks of each message happen while it is stored: a rejected batch creates no topic
+        return self._put(request, batch, batch.queue_id, batch=True, creates=topic_config)
+
+    def _batch_request(self, ctx: RequestContext, request: RemotingCommand, header: SendMessageRequestHeader,
+                       topic_config: TopicConfig) -> EncodedBatchRequest | RemotingCommand:
         broker = self.broker
-        config = broker.config
         topic = header.topic
         if is_retry_topic(topic):
             return error(request, ResponseCode.MESSAGE_ILLEGAL, f"batch request does not support retry group {topic}")
-        shared = _batch_properties(header.properties, config.cluster)
+        shared = _batch_properties(header.properties, broker.config.cluster)
         if isinstance(shared, str):
             return error(request, ResponseCode.MESSAGE_ILLEGAL, shared)
         wait, suffix = shared
@@ -289,23 +297,57 @@ class SendMessageProcessor:
             sys_flag |= _MULTI_TAGS
         if not request.body:
             return error(request, ResponseCode.MESSAGE_ILLEGAL, "the batch body is empty")
-        batch = EncodedBatchRequest(topic, queue_id, request.body, suffix, sys_flag=sys_flag,
-                                    born_timestamp=header.born_timestamp, born_host=parse_host(ctx.remote_address),
-                                    store_host=broker.store_host, wait_store_msg_ok=wait)
-        # the checks of each message happen while it is stored: a rejected batch creates no topic
-        return self._put(request, batch, queue_id, batch=True, creates=topic_config)
+        return EncodedBatchRequest(topic, queue_id, request.body, suffix, sys_flag=sys_flag,
+                                   born_timestamp=header.born_timestamp, born_host=parse_host(ctx.remote_address),
+                                   store_host=broker.store_host, wait_store_msg_ok=wait)
+
+    def process_send_batches(self, contexts: Sequence[RequestContext]) -> list[GroupResult]:
+        """SEND_BATCH_MESSAGE requests that arrived together: each checked as `process_send` checks it,
+        then those accepted stored by one store call (one write for a run of one-size batches)."""
+        results: list[GroupResult] = [None] * len(contexts)
+        batches: list[EncodedBatchRequest] = []
+        accepted: list[tuple[int, TopicConfig]] = []
+        for i, ctx in enumerate(contexts):
+            request = ctx.request
+            try:
+                header = decode_send_header(request)
+                checked = self.check_send(ctx, request, header)
+                if isinstance(checked, RemotingCommand):
+                    results[i] = checked
+                    continue
+                batch = self._batch_request(ctx, request, header, checked)
+            except Exception as exc:  # answered as the dispatcher answers a processor's exception
+                results[i] = exc
+                continue
+            if isinstance(batch, RemotingCommand):
+                results[i] = batch
+                continue
+            batches.append(batch)
+            accepted.append((i, checked))
+        if batches:
+            topics = self.broker.topics
+            outcomes = self.broker.store.put_encoded_batches(batches)
+            for (i, topic_config), batch, outcome in zip(accepted, batches, outcomes, strict=True):
+                if not isinstance(outcome, AppendResult) or outcome.status is PutMessageStatus.PUT_OK:
+                    topics.add_if_absent(topic_config)
+                results[i] = self._answer(contexts[i].request, outcome, batch.queue_id, True, batch.wait_store_msg_ok)
+        return results
 
     # ------------------------------------------------------------------ storing
 
     def _put(self, request: RemotingCommand, requests: list[PutMessageRequest] | EncodedBatchRequest, queue_id: int,
              *, batch: bool, creates: TopicConfig | None = None) -> RemotingCommand | Awaitable[RemotingCommand | None]:
         """Store and answer; `creates` is a topic config to add once the store has taken the messages."""
-        broker = self.broker
-        outcome = broker.store.put_messages_or_wait(requests)
+        outcome = self.broker.store.put_messages_or_wait(requests)
         if creates is not None and (not isinstance(outcome, AppendResult) or outcome.status is PutMessageStatus.PUT_OK):
-            broker.topics.add_if_absent(creates)
-        if broker.replicates_synchronously:
-            return self._await_put(request, outcome, queue_id, batch, waits_for_store(requests))
+            self.broker.topics.add_if_absent(creates)
+        return self._answer(request, outcome, queue_id, batch, waits_for_store(requests))
+
+    def _answer(self, request: RemotingCommand, outcome: AppendResult | Future[AppendResult], queue_id: int,
+                batch: bool, waits: bool) -> RemotingCommand | Awaitable[RemotingCommand | None]:
+        """The response to a put, or an awaitable of it when the put waits for a flush or a replica."""
+        if self.broker.replicates_synchronously:
+            return self._await_put(request, outcome, queue_id, batch, waits)
         if isinstance(outcome, AppendResult):
             return self._put_response(request, outcome, queue_id, batch)
         return self._await_put(request, outcome, queue_id, batch, False)
