@@ -37,7 +37,7 @@ from rocketflow.protocol.codec import (
     record_size,
 )
 from rocketflow.protocol.ids import create_offset_msg_id
-from rocketflow.protocol.message import Message, MessageExt
+from rocketflow.protocol.message import Message, MessageConst, MessageExt
 from rocketflow.protocol.properties import encode_properties
 from rocketflow.protocol.sysflag import (
     MessageSysFlag,
@@ -283,7 +283,7 @@ def test_decoded_message_has_every_slot_set() -> None:
     built = simple_message()
     for name in slots:
         assert hasattr(msg, name), name
-        if name not in ("msg_id", "store_size", "body_crc"):
+        if name not in ("_msg_id", "store_size", "body_crc"):
             assert getattr(msg, name) == getattr(built, name), name
     assert msg.broker_name == ""
 
@@ -410,6 +410,26 @@ def test_decode_records_matches_decode_record_one_by_one_even_on_damaged_bodies(
         assert got == expected
     else:
         assert [_fields(msg) for msg in got] == [_fields(msg) for msg in expected]
+
+
+@settings(max_examples=100, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(stored_messages(), min_size=1, max_size=4), st.booleans())
+def test_pulled_messages_get_the_pull_properties_whether_read_yet_or_not(
+        drawn: list[tuple[MessageExt, bytes]], read_first: bool) -> None:
+    """A pull's MIN_OFFSET/MAX_OFFSET and later `put_properties` land the same whether the (lazily decoded)
+    properties were read before or not; so do the broker name and the offset id."""
+    body = b"".join(encode_record(msg) for msg, _ in drawn)
+    extra = ((MessageConst.MIN_OFFSET, "3"), (MessageConst.MAX_OFFSET, "9"))
+    decoded = decode_records(body, broker_name="broker-b", extra_properties=extra)
+    for msg, (original, _) in zip(decoded, drawn, strict=True):
+        if read_first:
+            assert msg.properties == {**original.properties, **dict(extra)}
+        msg.put_properties(((MessageConst.CONSUME_START_TIMESTAMP, "1"), (MessageConst.MIN_OFFSET, "4")))
+        msg.put_properties(((MessageConst.CONSUME_START_TIMESTAMP, "2"),))
+        assert msg.properties == {**original.properties, MessageConst.MIN_OFFSET: "4", MessageConst.MAX_OFFSET: "9",
+                                  MessageConst.CONSUME_START_TIMESTAMP: "2"}
+        assert msg.broker_name == "broker-b"
+        assert msg.msg_id == create_offset_msg_id(*original.store_host, original.commit_log_offset)
 
 
 def test_decode_records_empty() -> None:

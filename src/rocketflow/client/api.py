@@ -158,6 +158,11 @@ class PullResult:
     messages: list[MessageExt] = field(default_factory=list)
 
 
+def pull_offset_properties(result: PullResult) -> tuple[tuple[str, str], ...]:
+    """The MIN_OFFSET and MAX_OFFSET properties every message of a pull result gets."""
+    return ((MessageConst.MIN_OFFSET, str(result.min_offset)), (MessageConst.MAX_OFFSET, str(result.max_offset)))
+
+
 def process_pull_result(result: PullResult, mq: MessageQueue, subscription: Subscription | None = None,
                         *, decompress: bool = True) -> list[MessageExt]:
     """Decode a FOUND result's body as RocketMQ's ``PullAPIWrapper.processPullResult`` does.
@@ -171,16 +176,12 @@ def process_pull_result(result: PullResult, mq: MessageQueue, subscription: Subs
         result.messages = []
         return result.messages
     try:
-        messages = decode_records(result.body, decompress=decompress)
+        messages = decode_records(result.body, decompress=decompress, broker_name=mq.broker_name,
+                                  extra_properties=pull_offset_properties(result))
     except (RecordDecodeError, ProtocolError) as exc:
         raise MQRemotingError(f"malformed pull body for {mq}: {exc}") from exc
     if subscription is not None and not subscription.is_sub_all:
         messages = [msg for msg in messages if subscription.matches_tags(msg.tags)]
-    min_offset, max_offset = str(result.min_offset), str(result.max_offset)
-    for msg in messages:
-        msg.properties[MessageConst.MIN_OFFSET] = min_offset
-        msg.properties[MessageConst.MAX_OFFSET] = max_offset
-        msg.broker_name = mq.broker_name
     result.messages = messages
     return messages
 

@@ -498,9 +498,9 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
 
     def _prepare(self, msgs: list[MessageExt]) -> None:
         self.reset_retry_topic(msgs)
-        started = str(now_millis())
+        started = ((MessageConst.CONSUME_START_TIMESTAMP, str(now_millis())),)
         for msg in msgs:
-            msg.properties[MessageConst.CONSUME_START_TIMESTAMP] = started
+            msg.put_properties(started)
 
     def _consume_sync(self, request: ConsumeRequest) -> None:
         pq, mq = request.process_queue, request.message_queue

@@ -19,7 +19,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-from rocketflow.client.api import PullResult, PullStatus
+from rocketflow.client.api import PullResult, PullStatus, pull_offset_properties
 from rocketflow.client.errors import MQClientError, MQRemotingError
 from rocketflow.client.instance import ClientInstance
 from rocketflow.client.offset_store import ReadOffsetType
@@ -27,7 +27,7 @@ from rocketflow.client.process_queue import ProcessQueue
 from rocketflow.client.route import MASTER_ID
 from rocketflow.protocol.bodies import MessageModel, SubscriptionData
 from rocketflow.protocol.codec import RecordDecodeError, decode_records
-from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
+from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.protocol.names import is_retry_topic
 from rocketflow.protocol.sysflag import build_pull_sys_flag, clear_commit_offset_flag
 from rocketflow.remoting.errors import ProtocolError
@@ -125,19 +125,14 @@ class PullAPIWrapper:
             result.messages = []
             return result.messages
         try:
-            messages = decode_records(result.body)
+            messages = decode_records(result.body, broker_name=mq.broker_name,
+                                      extra_properties=pull_offset_properties(result))
         except (RecordDecodeError, ProtocolError) as exc:
             raise MQRemotingError(f"malformed pull body for {mq}: {exc}") from exc
         result.body = b""
         if subscription is not None and subscription.tags_set and not subscription.class_filter_mode:
             tags_set = subscription.tags_set
             messages = [msg for msg in messages if msg.tags is not None and msg.tags in tags_set]
-        min_offset, max_offset, broker_name = str(result.min_offset), str(result.max_offset), mq.broker_name
-        for msg in messages:
-            properties = msg.properties
-            properties[MessageConst.MIN_OFFSET] = min_offset
-            properties[MessageConst.MAX_OFFSET] = max_offset
-            msg.broker_name = broker_name
         result.messages = messages
         return messages
 

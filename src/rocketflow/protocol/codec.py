@@ -399,6 +399,8 @@ def _decode_bytes(
     msg.body = body
     msg.flag = flag
     msg.properties = properties
+    msg._raw_properties = b""
+    msg._later_properties = ()
     msg.queue_id = queue_id
     msg.queue_offset = queue_offset
     msg.commit_log_offset = commit_log_offset
@@ -421,12 +423,15 @@ def _decode_bytes(
 _new_message_ext = MessageExt.__new__
 
 
-def decode_records(data: bytes | bytearray | memoryview, *, decompress: bool = True) -> list[MessageExt]:
+def decode_records(data: bytes | bytearray | memoryview, *, decompress: bool = True, broker_name: str = "",
+                   extra_properties: tuple[tuple[str, str], ...] = ()) -> list[MessageExt]:
     """All records of a buffer holding nothing but concatenated records (a pull response body).
 
     The same checks and results as `decode_record` at each position, in one loop: this is the
     consumer's hottest path. A record the loop does not take as it is (anything malformed, or a
-    compressed body) goes through `decode_record`'s own code, which decodes it or raises.
+    compressed body) goes through `decode_record`'s own code, which decodes it or raises. Every
+    message gets ``broker_name`` and the ``extra_properties`` pairs (a pull's MIN_OFFSET and
+    MAX_OFFSET). ASCII properties (valid by construction) are decoded when first read.
     """
     if type(data) is not bytes:
         data = bytes(data)
@@ -440,16 +445,23 @@ def decode_records(data: bytes | bytearray | memoryview, *, decompress: bool = T
     new_message = _new_message_ext
     message_class = MessageExt
     flag_byte = SYS_FLAG_POSITION + 3
+
+    def fallback(at: int) -> int:
+        """Decode the record at ``at`` with `decode_record`'s code (or raise); where the next one starts."""
+        msg, after = _decode_bytes(data, at, 0, decompress, False, True)
+        msg.broker_name = broker_name
+        msg.put_properties(extra_properties)
+        append(msg)
+        return after
+
     while pos < end:
         if end - pos < _MIN_HEAD:
-            msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)  # raises
-            append(msg)
+            pos = fallback(pos)  # raises
             continue
         head = heads[(data[pos + flag_byte] >> 4) & 3]
         body_start = pos + head.size
         if body_start > end:
-            msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)
-            append(msg)
+            pos = fallback(pos)
             continue
         (total_size, magic, stored_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag, born_timestamp,
          born_packed, store_timestamp, store_packed, reconsume_times, prepared_transaction_offset,
@@ -458,39 +470,40 @@ def decode_records(data: bytes | bytearray | memoryview, *, decompress: bool = T
         body_end = body_start + body_len
         if (magic != MAGIC_CODE or sys_flag & _COMPRESSED or body_len < 0 or record_end > end
                 or body_end + 3 > record_end):
-            msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)
-            append(msg)
+            pos = fallback(pos)
             continue
         topic_end = body_end + 1 + data[body_end]
         if topic_end + 2 > record_end or topic_end - body_end - 1 > MAX_TOPIC_BYTES:
-            msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)
-            append(msg)
+            pos = fallback(pos)
             continue
         props_len = (data[topic_end] << 8) | data[topic_end + 1]
         if props_len > MAX_PROPERTIES_BYTES or topic_end + 2 + props_len != record_end:
-            msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)
-            append(msg)
+            pos = fallback(pos)
             continue
         raw_topic = data[body_end + 1:topic_end]
         topic = topic_cache.get(raw_topic)
+        raw_properties = data[topic_end + 2:record_end]
         try:
             if topic is None:
                 topic = _topic_text(raw_topic)
-            properties: dict[str, str] = {}
-            if props_len:
-                for segment in data[topic_end + 2:record_end].decode("utf-8").split("\x02"):
+            properties: dict[str, str] | None = None
+            if not raw_properties.isascii():
+                properties = {}
+                for segment in raw_properties.decode("utf-8").split("\x02"):
                     key, _, value = segment.partition("\x01")
                     if key and value:
                         properties[key] = value
+                properties.update(extra_properties)
         except UnicodeDecodeError:
-            msg, pos = _decode_bytes(data, pos, 0, decompress, False, True)  # raises
-            append(msg)
+            pos = fallback(pos)  # raises
             continue
         msg = new_message(message_class)
         msg.topic = topic
         msg.body = data[body_start:body_end]
         msg.flag = flag
-        msg.properties = properties
+        msg._properties = properties
+        msg._raw_properties = raw_properties
+        msg._later_properties = extra_properties
         msg.queue_id = queue_id
         msg.queue_offset = queue_offset
         msg.commit_log_offset = commit_log_offset
@@ -505,8 +518,8 @@ def decode_records(data: bytes | bytearray | memoryview, *, decompress: bool = T
         msg.prepared_transaction_offset = prepared_transaction_offset
         msg.body_crc = stored_crc
         msg.store_size = total_size
-        msg.msg_id = (store_packed + data[pos + COMMIT_LOG_OFFSET_POSITION:pos + SYS_FLAG_POSITION]).hex().upper()
-        msg.broker_name = ""
+        msg._msg_id = None
+        msg.broker_name = broker_name
         append(msg)
         pos = record_end
     return messages

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
+
+from rocketflow.protocol.ids import offset_msg_id_from_packed, pack_host
+from rocketflow.protocol.properties import decode_properties
 
 
 class MessageConst:
@@ -183,12 +187,15 @@ class MessageExt(Message):
     """A stored message: what the commit log holds and what a pull returns."""
 
     __slots__ = (
+        "_later_properties",
+        "_msg_id",
+        "_properties",
+        "_raw_properties",
         "body_crc",
         "born_host",
         "born_timestamp",
         "broker_name",
         "commit_log_offset",
-        "msg_id",
         "prepared_transaction_offset",
         "queue_id",
         "queue_offset",
@@ -198,6 +205,11 @@ class MessageExt(Message):
         "store_timestamp",
         "sys_flag",
     )
+    _properties: dict[str, str] | None
+    #: the properties' ASCII bytes while they are not decoded, and pairs to set on them once they are
+    _raw_properties: bytes
+    _later_properties: tuple[tuple[str, str], ...]
+    _msg_id: str | None
 
     def __init__(
         self,
@@ -221,6 +233,8 @@ class MessageExt(Message):
         msg_id: str = "",
         broker_name: str = "",
     ) -> None:
+        self._raw_properties = b""
+        self._later_properties = ()
         super().__init__(topic, body, flag=flag, properties=properties)
         self.queue_id = queue_id
         self.queue_offset = queue_offset
@@ -236,6 +250,43 @@ class MessageExt(Message):
         self.store_size = store_size
         self.msg_id = msg_id
         self.broker_name = broker_name
+
+    # A message decoded from a pull keeps its properties as the record's (ASCII) text until they are first
+    # read, and its offset id until it is first asked for: a consumer often reads neither.
+    @property
+    def properties(self) -> dict[str, str]:
+        props = self._properties
+        if props is None:
+            props = decode_properties(self._raw_properties.decode("ascii"))
+            for key, value in self._later_properties:
+                props[key] = value
+            self._properties = props
+            self._raw_properties = b""
+            self._later_properties = ()
+        return props
+
+    @properties.setter
+    def properties(self, value: dict[str, str]) -> None:
+        self._properties = value
+
+    def put_properties(self, pairs: tuple[tuple[str, str], ...]) -> None:
+        """Set these properties (later pairs win), without decoding the message's properties to do it."""
+        if self._properties is None:
+            self._later_properties += pairs
+        else:
+            self._properties.update(pairs)
+
+    @property
+    def msg_id(self) -> str:
+        """The broker-assigned id (store host + commit log offset), as ``offset_msg_id``."""
+        msg_id = self._msg_id
+        if msg_id is None:
+            msg_id = self._msg_id = offset_msg_id_of(self.store_host, self.commit_log_offset)
+        return msg_id
+
+    @msg_id.setter
+    def msg_id(self, value: str) -> None:
+        self._msg_id = value
 
     @property
     def offset_msg_id(self) -> str:
@@ -272,6 +323,16 @@ class MessageExt(Message):
             f"msg_id={self.client_msg_id!r}, tags={self.tags!r}, keys={self.keys!r}, "
             f"reconsume_times={self.reconsume_times}, body={len(self.body)}B)"
         )
+
+
+@functools.lru_cache(maxsize=256)
+def _packed_host(host: tuple[str, int]) -> bytes:
+    return pack_host(*host)
+
+
+def offset_msg_id_of(store_host: tuple[str, int], commit_log_offset: int) -> str:
+    """The offset msg id of a record stored at ``commit_log_offset`` by ``store_host``."""
+    return offset_msg_id_from_packed(_packed_host(store_host), commit_log_offset)
 
 
 def _int_property(value: str | None, default: int) -> int:
