@@ -11,6 +11,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from rocketflow.client.process_queue import (
     DEFAULT_CONSUME_TIMEOUT_MS,
+    OffsetMap,
     ProcessQueue,
     ProcessQueueInfo,
 )
@@ -611,3 +612,82 @@ def test_commit_below_finishes_only_the_messages_before_an_offset(pq: ProcessQue
     assert pq.commit() == 14                               # 13 alone was still being consumed
     assert [m.queue_offset for m in pq.take_messages(5)] == [14, 15]
     assert pq.commit() == 16 and pq.msg_count == 0 and pq.msg_size == 0
+
+
+class OffsetMapMachine(RuleBasedStateMachine):
+    """`OffsetMap` against a plain dict: adds in rising order and out of order, removals anywhere, re-adds of
+    removed offsets, and enough steps for its heaps to be rebuilt; the heaps never grow unbounded."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.map = OffsetMap()
+        self.model: dict[int, MessageExt] = {}
+        self.next = 0
+
+    @rule(count=st.integers(1, 40))
+    def pull(self, count: int) -> None:
+        batch = msgs(*range(self.next, self.next + count))
+        absent = [msg for msg in batch if msg.queue_offset not in self.model]
+        added, size, largest = self.map.add_absent(batch, set())
+        assert (added, size) == (len(absent), sum(len(m.body) for m in absent))
+        assert largest == (max(m.queue_offset for m in absent) if absent else -1)
+        for msg in absent:
+            self.model[msg.queue_offset] = msg
+        self.next += count
+
+    @rule(data=st.data())
+    def add_back(self, data: st.DataObject) -> None:
+        offset = data.draw(st.integers(0, self.next + 2))  # a removed offset, a held one, or one ahead
+        msg = msgs(offset)[0]
+        self.map.add(offset, msg)
+        self.model[offset] = msg
+
+    @precondition(lambda self: self.model)
+    @rule(data=st.data())
+    def remove_some(self, data: st.DataObject) -> None:
+        chosen = data.draw(st.lists(st.sampled_from(sorted(self.model)), unique=True, max_size=40))
+        removed, size = self.map.remove([self.model[offset] for offset in chosen])
+        assert (removed, size) == (len(chosen), sum(len(self.model[offset].body) for offset in chosen))
+        for offset in chosen:
+            del self.model[offset]
+
+    @precondition(lambda self: self.model)
+    @rule()
+    def pop_first(self) -> None:
+        smallest = min(self.model)
+        assert self.map.pop_first() == (smallest, self.model.pop(smallest))
+
+    @invariant()
+    def same_as_the_model(self) -> None:
+        assert len(self.map) == len(self.model) and bool(self.map) == bool(self.model)
+        assert list(self.map) == sorted(self.model)
+        if self.model:
+            assert (self.map.first_offset(), self.map.last_offset()) == (min(self.model), max(self.model))
+            assert list(self.map.values_in_order()) == [self.model[o] for o in sorted(self.model)]
+        else:
+            with pytest.raises(KeyError):
+                self.map.first_offset()
+            with pytest.raises(KeyError):
+                self.map.last_offset()
+        # after a lookup both heaps are within their rebuild bound
+        assert len(self.map._low) <= 2 * len(self.model) + 64 and len(self.map._high) <= 2 * len(self.model) + 64
+
+
+TestOffsetMap = OffsetMapMachine.TestCase
+TestOffsetMap.settings = settings(max_examples=60, stateful_step_count=60, deadline=None)
+
+
+def test_offset_map_heaps_are_rebuilt_once_mostly_stale() -> None:
+    offset_map = OffsetMap()
+    batch = msgs(*range(300))
+    offset_map.add_absent(batch, set())
+    # removed from the top down: the low heap's stale entries sit under live ones until it is rebuilt
+    offset_map.remove(batch[100:][::-1])
+    offset_map.remove(batch[:99])
+    assert (offset_map.first_offset(), offset_map.last_offset()) == (99, 99)
+    assert len(offset_map._low) <= 66 and len(offset_map._high) <= 66
+    offset_map.add_absent(msgs(*range(150, 160)), set())
+    offset_map.add(5, msgs(5)[0])
+    assert (offset_map.first_offset(), offset_map.last_offset()) == (5, 159)
+    assert list(offset_map) == [5, 99, *range(150, 160)]
+    assert [offset_map.pop_first()[0] for _ in range(3)] == [5, 99, 150]
