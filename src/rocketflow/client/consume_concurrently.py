@@ -506,17 +506,23 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
         pq, mq = request.process_queue, request.message_queue
         tally = _BundleTally()
         success = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+        listener = self.listener
+        hooked = bool(self.consumer.hooks)
+        monotonic = time.monotonic
         self._prepare(request.msgs)  # the calls of a request follow each other within ~consume_bundle_time
+        # the common outcome (all consumed, nothing to send back, no hooks) is settled inline and counted here
+        calls = consumed = 0
+        rt_seconds = 0.0
         for msgs in _calls(request.msgs, self.consumer.settings.consume_message_batch_max_size):
             if pq.dropped:
                 break
             context = ConsumeConcurrentlyContext(mq)
-            hook_context = self.hooks_before(mq, msgs)
-            begin = time.monotonic()
+            hook_context = self.hooks_before(mq, msgs) if hooked else None
+            begin = monotonic()
             result: object = None
             error: BaseException | None = None
             try:
-                result = self.listener(list(msgs), context)
+                result = listener(list(msgs), context)
             except Exception as exc:
                 error = exc
                 logger.warning("%s: concurrent listener raised for %s (%d messages)", self.group, mq, len(msgs),
@@ -524,8 +530,9 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
             else:
                 if (result is success and hook_context is None and type(context.ack_index) is int
                         and context.ack_index >= len(msgs) - 1 and not pq.dropped):
-                    # the common outcome, settled inline: all consumed, nothing to send back
-                    tally.succeeded(len(msgs), begin)
+                    rt_seconds += monotonic() - begin
+                    calls += 1
+                    consumed += len(msgs)
                     tally.consumed += msgs
                     continue
             to_send_back = self._outcome(request, msgs, context, result, error, begin, hook_context, tally)
@@ -533,6 +540,9 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
                 break
             failed = [msg for msg in to_send_back if not self._send_back_blocking(msg, context, mq)]
             tally.done(msgs, failed)
+        tally.calls += calls
+        tally.ok += consumed
+        tally.rt_total += rt_seconds * 1000
         self._finish(pq, mq, tally)
 
     async def _consume_async(self, request: ConsumeRequest) -> None:
