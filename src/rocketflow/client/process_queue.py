@@ -350,6 +350,14 @@ class OffsetMap:
         heappop(self._low)
         return offset, self._items.pop(offset)
 
+    def items(self) -> Iterable[tuple[int, MessageExt]]:
+        """(offset, message) pairs, in no particular order."""
+        return self._items.items()
+
+    def body_bytes(self) -> int:
+        """The body bytes of the messages held."""
+        return sum([len(msg.body) for msg in self._items.values()])
+
     def values_in_order(self) -> Iterator[MessageExt]:
         items = self._items
         return (items[offset] for offset in sorted(items))
@@ -409,7 +417,7 @@ class ProcessQueue:
         self._lock = threading.RLock()
         self._consume_lock = ConsumeLock()
         self._msg_tree_map = OffsetMap()
-        self._consuming_map: SortedDict[int, MessageExt] = SortedDict()
+        self._consuming_map = OffsetMap()
         self._msg_count = 0
         self._msg_size = 0
         self._queue_offset_max = 0
@@ -528,7 +536,7 @@ class ProcessQueue:
             taken: list[MessageExt] = []
             for _ in range(min(batch_size, len(tree))):
                 offset, msg = tree.pop_first()
-                consuming[offset] = msg
+                consuming.add(offset, msg)
                 taken.append(msg)
             if not taken:
                 self._consuming = False
@@ -544,14 +552,9 @@ class ProcessQueue:
             held = len(consuming)
             if not held:
                 return -1
-            if held == 1:  # batch size 1, the default: popping the one entry is the cheapest
-                offset, msg = consuming.popitem()
-                last_offset = int(offset)
-                self._msg_size -= len(msg.body)
-            else:
-                last_offset = int(consuming.peekitem(-1)[0])
-                self._msg_size -= sum([len(msg.body) for msg in consuming.values()])
-                consuming.clear()
+            last_offset = consuming.last_offset()
+            self._msg_size -= consuming.body_bytes()
+            consuming.clear()
             self._msg_count -= held
             self._reset_size_if_empty()
             return last_offset + 1
@@ -563,11 +566,12 @@ class ProcessQueue:
         """
         with self._lock:
             consuming = self._consuming_map
-            below = list(consuming.irange(maximum=offset, inclusive=(True, False)))
+            below = [key for key in consuming if key < offset]
             if not below:
                 return -1
             for key in below:
                 msg = consuming.pop(key)
+                assert msg is not None
                 self._msg_size -= len(msg.body)
             self._msg_count -= len(below)
             self._reset_size_if_empty()
@@ -585,7 +589,7 @@ class ProcessQueue:
         batch = _as_batch(msgs)
         with self._lock:
             for msg in batch:
-                held = self._consuming_map.pop(msg.queue_offset, None)
+                held = self._consuming_map.pop(msg.queue_offset)
                 if held is None:
                     continue
                 # Keep the caller's object (it carries the updated reconsume times), like Java.
@@ -641,7 +645,7 @@ class ProcessQueue:
     def consuming_msg_orderly_tree_map(self) -> SortedDict[int, MessageExt]:
         """A snapshot copy of the messages being consumed in orderly mode, by queue offset."""
         with self._lock:
-            return self._consuming_map.copy()
+            return self._consuming_map.snapshot()
 
     @property
     def consuming(self) -> bool:
@@ -706,8 +710,8 @@ class ProcessQueue:
                 info.cached_msg_min_offset = self._msg_tree_map.first_offset()
                 info.cached_msg_max_offset = self._msg_tree_map.last_offset()
             if self._consuming_map:
-                info.consuming_msg_min_offset = int(self._consuming_map.peekitem(0)[0])
-                info.consuming_msg_max_offset = int(self._consuming_map.peekitem(-1)[0])
+                info.consuming_msg_min_offset = self._consuming_map.first_offset()
+                info.consuming_msg_max_offset = self._consuming_map.last_offset()
             return info
 
     def _reset_size_if_empty(self) -> None:
