@@ -11,9 +11,11 @@ import pytest
 
 from conftest import request, small_config
 from rocketflow.protocol.bodies import SubscriptionGroupConfig, TopicConfig
-from rocketflow.protocol.codec import decode_records
+from rocketflow.protocol.codec import decode_records, encode_batch_body
+from rocketflow.protocol.message import Message
 from rocketflow.store import MessageStore, PutMessageStatus
 from rocketflow.store import mapped_file as mapped_file_module
+from rocketflow.store.commit_log import AppendResult, EncodedBatchRequest
 from rocketflow.store.config_file import SubscriptionGroupTable, TopicConfigTable
 
 
@@ -166,3 +168,45 @@ def test_a_config_change_stays_in_memory_when_its_file_cannot_be_written(tmp_pat
     reloaded = SubscriptionGroupTable(blocked)
     reloaded.load()
     assert reloaded.get("g") == SubscriptionGroupConfig(group_name="g")
+
+
+def _one_size_batch(prefix: str, count: int) -> bytes:
+    """A SEND_BATCH_MESSAGE body of `count` same-size messages (the grouped put's one-write path)."""
+    return encode_batch_body([Message("Full", f"{prefix}-{index:04d}".encode()) for index in range(count)])
+
+
+@pytest.mark.parametrize("where", ["/store/commitlog/", "/store/consumequeue/"])
+def test_batches_put_together_on_a_full_disk(make_store: Callable[..., MessageStore], disk: FakeFullDisk,
+                                             where: str) -> None:
+    """Grouped batches on a full disk: every batch of the group is refused and none acknowledged; after the disk
+    frees, a group is stored whole, and what was acknowledged is exactly what reads back first."""
+    store = make_store(commit_log_segment_size=64 * 1024)
+
+    def group(prefix: str) -> list[EncodedBatchRequest]:
+        return [EncodedBatchRequest("Full", 0, _one_size_batch(f"{prefix}{n}", 8)) for n in range(4)]
+
+    def bodies(prefix: str) -> list[bytes]:
+        return [f"{prefix}{n}-{index:04d}".encode() for n in range(4) for index in range(8)]
+
+    first = store.put_encoded_batches(group("a"))
+    assert all(isinstance(r, AppendResult) and r.status.is_ok for r in first)
+    disk.full = True
+    disk.where = where
+    refused: list[object] = []
+    for attempt in range(200):  # until the space reserved ahead runs out
+        outcome = store.put_encoded_batches(group(f"x{attempt}-"))
+        if not all(isinstance(r, AppendResult) and r.status.is_ok for r in outcome):
+            refused = list(outcome)
+            break
+        first += outcome
+    assert refused and all(isinstance(r, AppendResult) and r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+                           for r in refused)
+    acked = [body for attempt in range(-1, len(first) // 4 - 1)
+             for body in bodies("a" if attempt < 0 else f"x{attempt}-")]
+    disk.full = False
+    after = store.put_encoded_batches(group("z"))
+    assert all(isinstance(r, AppendResult) and r.status.is_ok for r in after)
+    stored = read_queue(store, "Full")
+    assert stored[: len(acked)] == acked and stored[-32:] == bodies("z")
+    if where == "/store/commitlog/":  # nothing of the refused group was written
+        assert len(stored) == len(acked) + 32
