@@ -1,6 +1,7 @@
-"""`PullMessageService.pull_message` against stand-ins for the consumer, the broker and the scheduler:
-the push consumer's exception delay (3 s), flow control by cached size, the orderly rules (not locked
-yet; the first pull after locking re-reads the committed offset once) and the OFFSET_ILLEGAL fix-up."""
+"""`PullMessageService.pull_once` (a step of `pull_message`) against stand-ins for the consumer, the
+broker and the scheduler: the push consumer's exception delay (3 s), flow control by cached size, the
+orderly rules (not locked yet; the first pull after locking re-reads the committed offset once) and the
+OFFSET_ILLEGAL fix-up."""
 
 from __future__ import annotations
 
@@ -141,7 +142,9 @@ class Harness:
         return PullRequest("cg", MQ, pq, next_offset)
 
     def pull(self, request: PullRequest) -> None:
-        asyncio.run(self.service.pull_message(request))
+        """One step of the pull flow; a step that asks for the next pull at once is recorded as such."""
+        if asyncio.run(self.service.pull_once(request)):
+            self.immediately.append(request)
 
 
 def test_the_push_consumers_exception_delay_is_three_seconds() -> None:
@@ -259,3 +262,16 @@ def test_offset_illegal_fix_up_leaves_a_queue_removed_or_restarted_meanwhile(res
     store = harness.consumer.offset_store
     assert table.get(MQ) is (fresh if restarted else None) and not fresh.dropped
     assert store.updates == [] and store.persisted == [] and store.removed == []
+
+
+def test_pull_message_goes_on_in_its_task_while_each_step_asks_for_the_next() -> None:
+    harness = Harness()
+    answers: list[PullResult | BaseException] = [PullResult(PullStatus.NO_NEW_MSG, 6, 0, 6),
+                                                 PullResult(PullStatus.NO_MATCHED_MSG, 9, 0, 9),
+                                                 MQTimeoutError("timed out", "addr")]
+    harness.result = lambda offset: answers.pop(0)
+    request = harness.request(next_offset=5)
+    asyncio.run(harness.service.pull_message(request))
+    # three pulls in one task: the third failed, so the next is scheduled after the exception delay
+    assert harness.pulled_from == [5, 6, 9] and harness.later == [(request, EXCEPTION_DELAY)]
+    assert harness.immediately == [] and request.next_offset == 9
