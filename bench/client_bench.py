@@ -183,9 +183,10 @@ def produce_batches(producer: Producer, count: int, progress: Progress) -> dict[
 
 
 def consume(namesrv: str, group: str, count: int, orderly: bool, progress: Progress,
-            profile_dir: Path | None) -> dict[str, float]:
-    """A push consumer from the first offset until ``count`` messages of TOPIC arrived."""
-    kind = "orderly" if orderly else "concurrent"
+            profile_dir: Path | None, on_loop: bool = False) -> dict[str, float]:
+    """A push consumer from the first offset until ``count`` messages of TOPIC arrived; ``on_loop``: with an
+    ``async def`` listener (concurrent mode), run on the client's event loop instead of the consume threads."""
+    kind = "orderly" if orderly else "concurrent-async" if on_loop else "concurrent"
     task = progress.add_task(f"ours: push consumer, {kind}", total=count)
     counter = itertools.count(1)
     done = threading.Event()
@@ -205,6 +206,11 @@ def consume(namesrv: str, group: str, count: int, orderly: bool, progress: Progr
             note()
         return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 
+    async def async_listener(msgs: list[Any], context: Any) -> ConsumeConcurrentlyStatus:
+        for _ in msgs:
+            note()
+        return ConsumeConcurrentlyStatus.CONSUME_SUCCESS
+
     def orderly_listener(msgs: list[Any], context: Any) -> ConsumeOrderlyStatus:
         for _ in msgs:
             note()
@@ -215,7 +221,7 @@ def consume(namesrv: str, group: str, count: int, orderly: bool, progress: Progr
     if orderly:
         consumer.register_orderly_listener(orderly_listener)
     else:
-        consumer.register_concurrent_listener(concurrent_listener)
+        consumer.register_concurrent_listener(async_listener if on_loop else concurrent_listener)
     profiler = Profiler(profile_dir, f"consume-{kind}")
     meter = CpuMeter(psutil.Process())
     meter.start()
@@ -380,9 +386,11 @@ def run_ours(broker: BrokerProcess, count: int, sync_count: int, latency_rate: i
     total = count + sync_count + 1
     concurrent = consume(broker.namesrv_addr, "client_bench_concurrent", total, False, progress, profile_dir)
     orderly = consume(broker.namesrv_addr, "client_bench_orderly", total, True, progress, profile_dir)
+    on_loop = consume(broker.namesrv_addr, "client_bench_concurrent_async", total, False, progress, profile_dir,
+                      on_loop=True)
     lat = latency(broker.namesrv_addr, latency_rate, latency_seconds, latency_batch, progress)
     results = {"produce_sync": sync, "produce_batch": batches, "consume_concurrent": concurrent,
-               "consume_orderly": orderly, "latency": lat}
+               "consume_orderly": orderly, "consume_concurrent_async": on_loop, "latency": lat}
     if latency_batch == 1:  # and as an asyncio application would send and consume (see LATENCY_MODES)
         results["latency_asyncio"] = latency(broker.namesrv_addr, latency_rate, latency_seconds, 1, progress,
                                              "asyncio")
@@ -580,6 +588,8 @@ def main() -> None:
         "consume_vs_cpp": ratio(ours["consume_concurrent"], cpp.get("concurrent", {})),
         "orderly_vs_cpp_orderly": ratio(ours["consume_orderly"], cpp.get("orderly", {})),
         "consume_vs_redis": ratio(ours["consume_concurrent"], redis_results.get("consume", {})),
+        "async_consume_vs_redis": ratio(ours.get("consume_concurrent_async", {}), redis_results.get("consume", {})),
+        "async_consume_vs_cpp": ratio(ours.get("consume_concurrent_async", {}), cpp.get("concurrent", {})),
         "orderly_vs_concurrent": ratio(ours["consume_orderly"], ours["consume_concurrent"]),
         "sync_produce_vs_cpp": ratio(ours["produce_sync"], cpp.get("produce", {})),
         "batch_produce_vs_redis": ratio(ours["produce_batch"], redis_results.get("produce", {})),
@@ -616,6 +626,9 @@ def print_report(console: Console, results: Results) -> None:
         fmt("batch_produce_vs_redis", "Redis"))
     row("rocketflow", "push consumer, concurrent", ours["consume_concurrent"],
         " / ".join(part for part in (fmt("consume_vs_cpp", "C++"), fmt("consume_vs_redis", "Redis")) if part))
+    row("rocketflow", "push consumer, concurrent, async def", ours.get("consume_concurrent_async"),
+        " / ".join(part for part in (fmt("async_consume_vs_cpp", "C++"), fmt("async_consume_vs_redis", "Redis"))
+                   if part))
     row("rocketflow", "push consumer, orderly", ours["consume_orderly"],
         " / ".join(part for part in (fmt("orderly_vs_concurrent", "concurrent"),
                                      fmt("orderly_vs_cpp_orderly", "C++ orderly")) if part))
@@ -642,6 +655,8 @@ def print_report(console: Console, results: Results) -> None:
         checks.append(f"consume >= 1.0x C++ ({ratios['consume_vs_cpp'] >= 1.0})")
     if "consume_vs_redis" in ratios:
         checks.append(f"consume >= 0.5x Redis ({ratios['consume_vs_redis'] >= 0.5})")
+    if "async_consume_vs_redis" in ratios:
+        checks.append(f"consume with an async def listener >= 0.5x Redis ({ratios['async_consume_vs_redis'] >= 0.5})")
     if "orderly_vs_concurrent" in ratios:
         checks.append(f"orderly >= 0.7x concurrent ({ratios['orderly_vs_concurrent'] >= 0.7})")
     console.print("targets: " + ", ".join(checks))
