@@ -25,7 +25,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Callable, Container, Iterable, Iterator
+from collections.abc import Callable, Container, Iterable, Iterator, KeysView
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
 from types import TracebackType
@@ -278,6 +278,10 @@ class OffsetMap:
         """The offsets, smallest first."""
         return iter(sorted(self._items))
 
+    def offsets(self) -> KeysView[int]:
+        """The offsets held, as a live view (unordered; a C-level membership test)."""
+        return self._items.keys()
+
     def add(self, offset: int, msg: MessageExt) -> None:
         """Hold ``msg`` at ``offset`` (replacing what was held there)."""
         items = self._items
@@ -451,7 +455,7 @@ class ProcessQueue:
         """
         batch = _as_batch(msgs)
         with self._lock:
-            added, size, largest = self._msg_tree_map.add_absent(batch, self._consuming_map)
+            added, size, largest = self._msg_tree_map.add_absent(batch, self._consuming_map.offsets())
             self._msg_count += added
             self._msg_size += size
             if largest > self._queue_offset_max:
