@@ -759,12 +759,15 @@ class CommitLog:
             one = self._stage_one_size_batch(batch, now, *layout, mapped, pos,
                                              queue_offsets if key in queue_offsets else table)
             if one is None:
+                if not staged:  # the first one takes the loop (its one-size attempt is already made)
+                    result, dispatch = self._append_by_loop(batch, now, *layout)
+                    return [result], dispatch
                 break
             staged.append(one)
             pos += len(one.records)
             if one.key is not None:
                 queue_offsets[one.key] = one.first_queue_offset + one.count
-        if not staged:
+        if not staged:  # the first batch is refused, or belongs to SCHEDULE_TOPIC_XXXX
             result, dispatch = self.append_encoded_batch(batches[0], now)
             return [result], dispatch
         return self._write_staged(mapped, staged, now)
@@ -933,18 +936,23 @@ class CommitLog:
         encoded messages (no per-message lists in between). Raises `IllegalMessageError` (nothing
         written) for a malformed or oversized message, naming it by its index in the batch.
         """
-        data = batch.encoded
-        end = len(data)
-        if not end:
+        if not batch.encoded:
             raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, "the batch body is empty")
         now = int(time.time() * 1000) if now_ms is None else now_ms
-        topic = batch.topic
-        queue_id = batch.queue_id
-        topic_part, born, store, head, sys_flag = self._batch_layout(batch)
-        if topic != SCHEDULE_TOPIC:
-            stored = self._append_one_size_batch(batch, now, topic_part, born, store, head, sys_flag)
+        layout = self._batch_layout(batch)
+        if batch.topic != SCHEDULE_TOPIC:
+            stored = self._append_one_size_batch(batch, now, *layout)
             if stored is not None:
                 return stored
+        return self._append_by_loop(batch, now, *layout)
+
+    def _append_by_loop(self, batch: EncodedBatchRequest, now: int, topic_part: bytes, born: bytes, store: bytes,
+                        head: struct.Struct, sys_flag: int) -> tuple[AppendResult, DispatchBatch]:
+        """`append_encoded_batch`'s loop over the messages one by one (any batch, the one-size path's or not)."""
+        data = batch.encoded
+        end = len(data)
+        topic = batch.topic
+        queue_id = batch.queue_id
         suffix = batch.properties_suffix
         separated_suffix = b"\x02" + suffix
         fixed = head.size + 2 + len(topic_part)
