@@ -492,13 +492,13 @@ class MessageStore:
         segment) takes one write and one dispatch; each batch still gets its own result, and a
         rejected batch fails alone.
         """
-        refusal = self._refusal()
+        refusal = self._refusal(len(batches))
         if refusal is not None:
             return [AppendResult.failed(*refusal) for _ in batches]
         results: list[AppendResult] = []
         last_end = -1
         with self._put_lock:
-            refusal = self._refusal_under_lock()
+            refusal = self._refusal_under_lock(len(batches))
             if refusal is not None:
                 return [AppendResult.failed(*refusal) for _ in batches]
             now = self._clock_ms() if self._clock_ms is not None else None
@@ -512,6 +512,7 @@ class MessageStore:
                     continue
                 refused = self._dispatched(dispatch)
                 if refused is not None:
+                    self._put_fail_count += len(batches) - len(results) - 1  # each refused batch, as one by one
                     results += [refused] * len(taken)
                     results += [AppendResult.failed(PutMessageStatus.SERVICE_NOT_AVAILABLE, self._dispatch_error)
                                 for _ in batches[len(results):]]
@@ -532,25 +533,25 @@ class MessageStore:
                 self._flush_service.wakeup()
         return outcomes
 
-    def _refusal(self) -> tuple[PutMessageStatus, str] | None:
-        """Why no put can be taken now (checked before taking the put lock), or None."""
+    def _refusal(self, puts: int = 1) -> tuple[PutMessageStatus, str] | None:
+        """Why none of `puts` puts can be taken now (checked before taking the put lock), or None."""
         if not self._running:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is not running"
         if self.config.broker_role is BrokerRole.SLAVE:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is a slave"
         clean = self.clean_service
         if clean.disk_full:
-            self._put_fail_count += 1
+            self._put_fail_count += puts
             return PutMessageStatus.SERVICE_NOT_AVAILABLE, (
                 f"the broker's disk is full: {clean.disk_used_percent:.1f}% used, above "
                 f"diskSpaceWarningLevelRatio {self.config.disk_space_warning_level_ratio}%")
         return None
 
-    def _refusal_under_lock(self) -> tuple[PutMessageStatus, str] | None:
+    def _refusal_under_lock(self, puts: int = 1) -> tuple[PutMessageStatus, str] | None:
         if not self._running:
             return PutMessageStatus.SERVICE_NOT_AVAILABLE, "message store is shut down"
         if self._pending_dispatch is not None and not self._retry_pending_dispatch():
-            self._put_fail_count += 1
+            self._put_fail_count += puts
             return PutMessageStatus.SERVICE_NOT_AVAILABLE, self._dispatch_error
         return None
 

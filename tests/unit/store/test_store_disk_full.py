@@ -194,6 +194,7 @@ def test_batches_put_together_on_a_full_disk(make_store: Callable[..., MessageSt
     disk.where = where
     refused: list[object] = []
     for attempt in range(200):  # until the space reserved ahead runs out
+        failed_before = int(store.runtime_info()["putMessageFailedTimes"])
         outcome = store.put_encoded_batches(group(f"x{attempt}-"))
         if not all(isinstance(r, AppendResult) and r.status.is_ok for r in outcome):
             refused = list(outcome)
@@ -201,6 +202,8 @@ def test_batches_put_together_on_a_full_disk(make_store: Callable[..., MessageSt
         first += outcome
     assert refused and all(isinstance(r, AppendResult) and r.status is PutMessageStatus.SERVICE_NOT_AVAILABLE
                            for r in refused)
+    # each refused batch counts as a failed put, as when sent one by one
+    assert int(store.runtime_info()["putMessageFailedTimes"]) == failed_before + len(refused)
     acked = [body for attempt in range(-1, len(first) // 4 - 1)
              for body in bodies("a" if attempt < 0 else f"x{attempt}-")]
     disk.full = False
