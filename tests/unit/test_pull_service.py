@@ -17,6 +17,7 @@ from rocketflow.client.api import PullResult, PullStatus
 from rocketflow.client.errors import MQBrokerError, MQTimeoutError
 from rocketflow.client.process_queue import ProcessQueue
 from rocketflow.client.pull_service import (
+    ANSWER_LATER_MIN_UNITS,
     OFFSET_ILLEGAL_FIX_DELAY_MILLS,
     PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION,
     PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL,
@@ -26,6 +27,7 @@ from rocketflow.client.pull_service import (
 from rocketflow.client.rebalance import RebalancePushImpl
 from rocketflow.client.stats import ConsumerStats
 from rocketflow.protocol.bodies import SubscriptionData
+from rocketflow.protocol.codec import encode_record
 from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.remoting.codes import ResponseCode
 
@@ -103,6 +105,10 @@ class Harness:
             lambda offset: PullResult(PullStatus.NO_NEW_MSG, offset, 0, offset)
         self.start_offsets: list[int | BaseException] = []
         self.computed = 0
+        #: loop passes a pull takes (a real answer comes at the earliest in the pass after the request's)
+        self.round_trip_passes = 0
+        #: how many messages the process queue held as each pull went out
+        self.held_at_pull: list[int] = []
         service = self.service
         service.execute_pull_request_later = self._later  # type: ignore[method-assign]
         service.execute_pull_request_immediately = self._immediately  # type: ignore[method-assign]
@@ -123,6 +129,9 @@ class Harness:
                     offset: int, max_nums: int, sys_flag: int, commit_offset: int, broker_suspend_max_time_millis: int,
                     timeout_millis: int) -> PullResult:
         self.pulled_from.append(offset)
+        self.held_at_pull.append(self.consumer.rebalance.process_queue_table[mq].msg_count)
+        for _ in range(self.round_trip_passes):
+            await asyncio.sleep(0)
         result = self.result(offset)
         if isinstance(result, BaseException):
             raise result
@@ -275,3 +284,110 @@ def test_pull_message_goes_on_in_its_task_while_each_step_asks_for_the_next() ->
     # three pulls in one task: the third failed, so the next is scheduled after the exception delay
     assert harness.pulled_from == [5, 6, 9] and harness.later == [(request, EXCEPTION_DELAY)]
     assert harness.immediately == [] and request.next_offset == 9
+
+
+# ---------------------------------------------------------------------- answers taken after the next pull
+
+
+def _records(first_offset: int, count: int, body: bytes = b"m") -> bytes:
+    return b"".join(encode_record(MessageExt(TOPIC, body, queue_id=0, queue_offset=offset,
+                                             store_host=("127.0.0.1", 10911)))
+                    for offset in range(first_offset, first_offset + count))
+
+
+def _script(harness: Harness, answers: list[PullResult | BaseException]) -> None:
+    """Answer the pulls in turn, each a few loop passes after it went out."""
+    harness.result = lambda offset: answers.pop(0)
+    harness.round_trip_passes = 3
+
+
+async def _pull_and_settle(harness: Harness, request: PullRequest) -> None:
+    await harness.service.pull_message(request)
+    for _ in range(4):  # the loop passes the last answer's callbacks take
+        await asyncio.sleep(0)
+
+
+def test_a_found_answer_is_taken_after_the_next_pull_went_out() -> None:
+    harness = Harness()
+    request = harness.request(next_offset=5)
+    _script(harness, [PullResult(PullStatus.FOUND, 13, 0, 40, body=_records(5, 8)),
+                      PullResult(PullStatus.FOUND, 23, 0, 40, body=_records(13, 10)),
+                      MQTimeoutError("timed out", "addr")])
+    asyncio.run(_pull_and_settle(harness, request))
+    assert harness.pulled_from == [5, 13, 23]
+    # each pull went out before the answer before it was put in the process queue
+    assert harness.held_at_pull == [0, 0, 8]
+    assert [[msg.queue_offset for msg in msgs] for msgs in harness.consumer.submitted] == [
+        list(range(5, 13)), list(range(13, 23))]
+    assert request.process_queue.msg_count == 18 and request.next_offset == 23
+    assert harness.later == [(request, EXCEPTION_DELAY)]
+
+
+def test_a_short_answer_is_taken_before_the_next_pull() -> None:
+    harness = Harness()
+    request = harness.request(next_offset=5)
+    units = ANSWER_LATER_MIN_UNITS - 1
+    _script(harness, [PullResult(PullStatus.FOUND, 5 + units, 0, 40, body=_records(5, units)),
+                      MQTimeoutError("timed out", "addr")])
+    asyncio.run(_pull_and_settle(harness, request))
+    assert harness.pulled_from == [5, 5 + units] and harness.held_at_pull == [0, units]
+
+
+@pytest.mark.parametrize("limit", ["count", "size", "span"])
+def test_an_answer_that_could_trip_flow_control_is_taken_before_the_next_pull(limit: str) -> None:
+    harness = Harness()
+    consumer = harness.consumer
+    request = harness.request(next_offset=5)
+    body = _records(5, 8, b"x" * 100)
+    if limit == "count":
+        consumer.pull_threshold_for_queue = 7          # eight units could pass it
+    elif limit == "size":
+        consumer.pull_threshold_size_for_queue = 0     # and a body of 1 MiB or more could pass 0 MiB
+        body = _records(5, 8, b"x" * (MIB // 8))
+    else:
+        consumer.settings = PushConsumerSettings(consume_concurrently_max_span=6)
+    _script(harness, [PullResult(PullStatus.FOUND, 13, 0, 40, body=body)])
+    asyncio.run(_pull_and_settle(harness, request))
+    # taken at once, so the next pull's own flow control saw the messages and held the pull back
+    assert harness.held_at_pull == [0] and harness.pulled_from == [5]
+    assert harness.later == [(request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)]
+    assert request.process_queue.msg_count == 8 and len(harness.consumer.submitted) == 1
+
+
+def _damaged(first_offset: int, count: int) -> bytes:
+    records = bytearray(_records(first_offset, count))
+    records[4:8] = b"\x00\x00\x00\x00"                  # the first record's magic code
+    return bytes(records)
+
+
+def test_a_bad_answer_taken_late_rewinds_and_drops_the_pull_in_flight() -> None:
+    harness = Harness()
+    request = harness.request(next_offset=5)
+    _script(harness, [PullResult(PullStatus.FOUND, 13, 0, 40, body=_records(5, 8)),
+                      PullResult(PullStatus.FOUND, 21, 0, 40, body=_damaged(13, 8)),
+                      PullResult(PullStatus.FOUND, 29, 0, 40, body=_records(21, 8)),
+                      PullResult(PullStatus.NO_NEW_MSG, 29, 0, 29)])
+    asyncio.run(_pull_and_settle(harness, request))
+    # the answer after the bad one was already asked for; it is dropped and pulling goes back to 13
+    assert harness.pulled_from == [5, 13, 21]
+    assert [[msg.queue_offset for msg in msgs] for msgs in harness.consumer.submitted] == [list(range(5, 13))]
+    assert request.next_offset == 13 and request.rewind_offset is None
+    assert harness.later == [(request, EXCEPTION_DELAY)]
+    assert harness.consumer.offset_store.updates == []
+
+
+def test_a_bad_answer_taken_late_rewinds_a_pull_that_failed_meanwhile() -> None:
+    harness = Harness()
+    request = harness.request(next_offset=5)
+    _script(harness, [PullResult(PullStatus.FOUND, 13, 0, 40, body=_damaged(5, 8)),
+                      MQTimeoutError("timed out", "addr")])
+    asyncio.run(_pull_and_settle(harness, request))
+    assert harness.pulled_from == [5, 13] and harness.consumer.submitted == []
+    assert request.next_offset == 5 and harness.later == [(request, EXCEPTION_DELAY)]
+
+
+def test_span_with_counts_the_offsets_to_come() -> None:
+    pq = ProcessQueue()
+    assert pq.span_with(10, 14) == 4
+    pq.put_messages([MessageExt(TOPIC, b"x", queue_offset=offset) for offset in (3, 7)])
+    assert pq.span_with(10, 14) == 11 and pq.span_with(5, 6) == 4 and pq.max_span == 4

@@ -190,6 +190,11 @@ def test_pull_sys_flag() -> None:
     assert build_pull_sys_flag(False, False, False, False, lite_pull=True) == 16
     assert type(build_pull_sys_flag(True, True, False, False)) is int
     assert clear_commit_offset_flag(3 | 0x40) == 2 | 0x40
+    bits = (PullSysFlag.COMMIT_OFFSET, PullSysFlag.SUSPEND, PullSysFlag.SUBSCRIPTION, PullSysFlag.CLASS_FILTER,
+            PullSysFlag.LITE_PULL)
+    for value in range(32):
+        options = [bool(value & bit) for bit in bits]
+        assert build_pull_sys_flag(*options[:4], lite_pull=options[4]) == value
 
 
 # --------------------------------------------------------------------------- layout and known values

@@ -633,6 +633,14 @@ class ProcessQueue:
                 return 0
             return self._msg_tree_map.last_offset() - self._msg_tree_map.first_offset()
 
+    def span_with(self, first: int, last: int) -> int:
+        """`max_span` once offsets ``first`` to ``last`` (``first <= last``) are held too."""
+        with self._lock:
+            tree = self._msg_tree_map
+            if not tree:
+                return last - first
+            return max(tree.last_offset(), last) - min(tree.first_offset(), first)
+
     @property
     def has_temp_message(self) -> bool:
         """True when pulled messages are waiting (the consuming map is not looked at)."""

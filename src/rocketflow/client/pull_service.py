@@ -8,6 +8,11 @@
   a delay, with the push consumer's pull flow (`PullMessageService.pull_message`): drop checks,
   pause, flow control, the orderly lock rules, long polling with the piggy-backed commit offset,
   and the handling of the four pull statuses.
+
+A FOUND answer of ``ANSWER_LATER_MIN_UNITS`` queue units or more is decoded and put in the process
+queue just after the next pull is on its way (`PullMessageService._answer_later`), when the
+flow-control checks would let that pull go after the put anyway: so the broker reads the next pull
+while this loop decodes.
 """
 
 from __future__ import annotations
@@ -51,6 +56,9 @@ BROKER_SUSPEND_MAX_TIME_MILLIS: Final = 15_000
 CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND: Final = 30_000
 #: Delay before an OFFSET_ILLEGAL queue is fixed up and removed.
 OFFSET_ILLEGAL_FIX_DELAY_MILLS: Final = 10_000
+#: Fewest queue units an answer spans for it to be taken after the next pull goes out: for fewer, the
+#: decoding that would overlap the broker's work costs less than the two loop passes of the hand-over.
+ANSWER_LATER_MIN_UNITS: Final = 8
 #: Log flow control once per this many occurrences.
 _FLOW_CONTROL_LOG_EVERY: Final = 1000
 _MIB: Final = 1024 * 1024
@@ -66,6 +74,9 @@ class PullRequest:
     next_offset: int
     #: Orderly: whether the first pull after the broker lock was won already re-read the offset.
     previously_locked: bool = False
+    #: Set when an answer handled after the next pull went out could not be taken: its offset. The
+    #: pull in flight is then ignored and pulling starts again from here (see `PullMessageService`).
+    rewind_offset: int | None = None
 
     def __repr__(self) -> str:
         return (f"PullRequest(group={self.consumer_group!r}, mq={self.message_queue}, "
@@ -317,6 +328,7 @@ class PullMessageService:
             if not is_retry_topic(mq.topic):
                 logger.warning("%s: pull of %s from offset %d failed: %s", consumer.group, mq, request.next_offset,
                                exc)
+            self._rewind(request)
             self.execute_pull_request_later(request, exception_delay)
             return False
 
@@ -326,8 +338,22 @@ class PullMessageService:
         consumer = self.consumer
         mq = request.message_queue
         pq = request.process_queue
-        messages = self.wrapper.process_pull_result(mq, result, subscription)
+        if self._rewind(request):
+            # an earlier answer was not taken: this one (which follows it) is dropped too
+            self.execute_pull_request_later(request, consumer.client_config.pull_time_delay_mills_when_exception)
+            return False
         status = result.status
+        if status is PullStatus.FOUND and result.body and self._answer_later(request, result):
+            previous_offset = request.next_offset
+            request.next_offset = result.next_begin_offset
+            self.wrapper.update_pull_from_which_node(mq, result.suggest_which_broker_id)
+            consumer.consumer_stats.inc_pull_rt(request.consumer_group, mq.topic, (time.monotonic() - begin) * 1000)
+            # Two hops: after the channel's flush, which the next pull's request (sent by this task
+            # right after it returns) schedules in the loop's next pass.
+            loop = asyncio.get_running_loop()
+            loop.call_soon(loop.call_soon, self._take_answer, request, result, subscription, previous_offset)
+            return True
+        messages = self.wrapper.process_pull_result(mq, result, subscription)
         if status is PullStatus.FOUND:
             previous_offset = request.next_offset
             request.next_offset = result.next_begin_offset
@@ -361,6 +387,58 @@ class PullMessageService:
                                     OFFSET_ILLEGAL_FIX_DELAY_MILLS)
         return False
 
+    def _answer_later(self, request: PullRequest, result: PullResult) -> bool:
+        """Whether a FOUND answer may be taken after the next pull is sent: no pull interval, and the
+        process queue would pass every flow-control check with all the answer's queue units in it
+        (an upper bound on its messages: the checks after the put would pass too)."""
+        consumer = self.consumer
+        if self._stopped or consumer.settings.pull_interval > 0:
+            return False
+        pq = request.process_queue
+        first = request.next_offset
+        last = result.next_begin_offset - 1
+        if last - first + 1 < ANSWER_LATER_MIN_UNITS:
+            return False
+        if pq.msg_count + (last - first + 1) > consumer.pull_threshold_for_queue:
+            return False
+        if (pq.msg_size + len(result.body)) // _MIB > consumer.pull_threshold_size_for_queue:
+            return False
+        return consumer.consume_orderly or pq.span_with(first, last) <= consumer.settings.consume_concurrently_max_span
+
+    def _take_answer(self, request: PullRequest, result: PullResult, subscription: SubscriptionData,
+                     previous_offset: int) -> None:
+        """`_on_pull_result`'s work on a FOUND answer, once the next pull went out (a loop callback)."""
+        if self._stopped or request.rewind_offset is not None:
+            return
+        consumer = self.consumer
+        mq = request.message_queue
+        pq = request.process_queue
+        try:
+            messages = self.wrapper.process_pull_result(mq, result, subscription)
+            if messages:
+                consumer.consumer_stats.inc_pull_tps(request.consumer_group, mq.topic, len(messages))
+                dispatch_to_consume = pq.put_messages(messages)
+                consumer.consume_service.submit_consume_request(messages, pq, mq, dispatch_to_consume)
+        except Exception as exc:
+            # Nothing of the answer may be skipped: the pull in flight is ignored and pulling starts
+            # again from this answer's offset after the usual delay.
+            logger.warning("%s: pull of %s from offset %d failed: %s", consumer.group, mq, previous_offset, exc)
+            request.rewind_offset = previous_offset
+            return
+        if messages and messages[0].queue_offset < previous_offset:
+            logger.warning("%s: pull result of %s looks wrong: next %d, first %s, requested %d", consumer.group,
+                           mq, result.next_begin_offset, messages[0].queue_offset, previous_offset)
+
+    @staticmethod
+    def _rewind(request: PullRequest) -> bool:
+        """Go back to the offset of an answer that was not taken, if there is one; True if so."""
+        offset = request.rewind_offset
+        if offset is None:
+            return False
+        request.rewind_offset = None
+        request.next_offset = offset
+        return True
+
     def correct_tags_offset(self, request: PullRequest) -> None:
         """Nothing cached: the stored offset may advance to the next pull offset (increase only)."""
         if request.process_queue.msg_count == 0:
@@ -386,6 +464,7 @@ class PullMessageService:
 
 
 __all__ = [
+    "ANSWER_LATER_MIN_UNITS",
     "BROKER_SUSPEND_MAX_TIME_MILLIS",
     "CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND",
     "OFFSET_ILLEGAL_FIX_DELAY_MILLS",

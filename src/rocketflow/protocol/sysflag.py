@@ -55,22 +55,21 @@ class PullSysFlag(IntFlag):
     LITE_PULL = 0x10
 
 
+_COMMIT_OFFSET: Final = int(PullSysFlag.COMMIT_OFFSET)
+_SUSPEND: Final = int(PullSysFlag.SUSPEND)
+_SUBSCRIPTION: Final = int(PullSysFlag.SUBSCRIPTION)
+_CLASS_FILTER: Final = int(PullSysFlag.CLASS_FILTER)
+_LITE_PULL: Final = int(PullSysFlag.LITE_PULL)
+
+
 def build_pull_sys_flag(
     commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool, lite_pull: bool = False
 ) -> int:
     """The pull ``sysFlag`` value for these options (a plain int, ready for a header field)."""
-    flag = 0
-    if commit_offset:
-        flag |= PullSysFlag.COMMIT_OFFSET
-    if suspend:
-        flag |= PullSysFlag.SUSPEND
-    if subscription:
-        flag |= PullSysFlag.SUBSCRIPTION
-    if class_filter:
-        flag |= PullSysFlag.CLASS_FILTER
-    if lite_pull:
-        flag |= PullSysFlag.LITE_PULL
-    return int(flag)
+    # plain ints: an IntFlag ``|`` goes through enum's Python code (~1 us each, once per pull)
+    return ((_COMMIT_OFFSET if commit_offset else 0) | (_SUSPEND if suspend else 0)
+            | (_SUBSCRIPTION if subscription else 0) | (_CLASS_FILTER if class_filter else 0)
+            | (_LITE_PULL if lite_pull else 0))
 
 
 def clear_commit_offset_flag(flag: int) -> int:
