@@ -139,10 +139,13 @@ def test_async_listeners_run_on_the_client_loop(cluster: DevCluster, producer: P
     wait_until(lambda: sum(consumer.committed_offsets("PushAsyncT").values()) == 50)
 
 
+# batches of 8 queue units or more are put after the next pull goes out (`ANSWER_LATER_MIN_UNITS`)
+@pytest.mark.parametrize("batch", [4, 8], ids=["taken-at-once", "taken-after-the-next-pull"])
 def test_flow_control_caps_cached_messages_per_queue(cluster: DevCluster, producer: Producer,
-                                                     consumers: list[PushConsumer]) -> None:
-    make_topic(cluster, "PushFlowT", 1)
-    send(producer, "PushFlowT", 60)
+                                                     consumers: list[PushConsumer], batch: int) -> None:
+    topic = f"PushFlowT{batch}"
+    make_topic(cluster, topic, 1)
+    send(producer, topic, 60)
     release = threading.Event()
     recorder = Recorder()
 
@@ -151,13 +154,14 @@ def test_flow_control_caps_cached_messages_per_queue(cluster: DevCluster, produc
         recorder.record(msgs, context.message_queue)
         return SUCCESS
 
-    consumer = new_consumer(cluster, "cg_push_flow", "push-flow", consume_from=FIRST, pull_threshold_for_queue=10,
-                            pull_batch_size=4, consume_thread_min=2, consume_thread_max=2)
-    consumer.subscribe("PushFlowT")
+    consumer = new_consumer(cluster, f"cg_push_flow{batch}", f"push-flow{batch}", consume_from=FIRST,
+                            pull_threshold_for_queue=10, pull_batch_size=batch, consume_thread_min=2,
+                            consume_thread_max=2)
+    consumer.subscribe(topic)
     consumer.register_concurrent_listener(listener)
     consumer.start()
     consumers.append(consumer)
-    mq = MessageQueue("PushFlowT", cluster.broker_config.broker_name, 0)
+    mq = MessageQueue(topic, cluster.broker_config.broker_name, 0)
     wait_until(lambda: mq in consumer.rebalance.process_queue_table)
     pq = consumer.rebalance.process_queue_table[mq]
     highest = 0
@@ -165,15 +169,18 @@ def test_flow_control_caps_cached_messages_per_queue(cluster: DevCluster, produc
     while time.monotonic() < deadline:
         highest = max(highest, pq.msg_count)
         time.sleep(0.002)
-    assert 10 < highest <= 10 + 4      # a pull happens at count <= 10 and adds one batch
+    assert 10 < highest <= 10 + batch  # a pull happens at count <= 10 and adds one batch
     release.set()
     recorder.wait_for(60)
     assert len(set(recorder.keys())) == 60
 
 
-def test_offset_span_flow_control(cluster: DevCluster, producer: Producer, consumers: list[PushConsumer]) -> None:
-    make_topic(cluster, "PushSpanT", 1)
-    send(producer, "PushSpanT", 40)
+@pytest.mark.parametrize(("max_span", "batch"), [(5, 4), (12, 8)], ids=["taken-at-once", "taken-after-the-next-pull"])
+def test_offset_span_flow_control(cluster: DevCluster, producer: Producer, consumers: list[PushConsumer],
+                                  max_span: int, batch: int) -> None:
+    topic = f"PushSpanT{batch}"
+    make_topic(cluster, topic, 1)
+    send(producer, topic, 40)
     release = threading.Event()
     recorder = Recorder()
 
@@ -182,19 +189,20 @@ def test_offset_span_flow_control(cluster: DevCluster, producer: Producer, consu
         recorder.record(msgs, context.message_queue)
         return SUCCESS
 
-    consumer = new_consumer(cluster, "cg_push_span", "push-span", consume_from=FIRST, consume_concurrently_max_span=5,
-                            pull_batch_size=4, consume_thread_min=2, consume_thread_max=2)
-    consumer.subscribe("PushSpanT")
+    consumer = new_consumer(cluster, f"cg_push_span{batch}", f"push-span{batch}", consume_from=FIRST,
+                            consume_concurrently_max_span=max_span, pull_batch_size=batch, consume_thread_min=2,
+                            consume_thread_max=2)
+    consumer.subscribe(topic)
     consumer.register_concurrent_listener(listener)
     consumer.start()
     consumers.append(consumer)
-    mq = MessageQueue("PushSpanT", cluster.broker_config.broker_name, 0)
+    mq = MessageQueue(topic, cluster.broker_config.broker_name, 0)
     wait_until(lambda: mq in consumer.rebalance.process_queue_table)
     pq = consumer.rebalance.process_queue_table[mq]
-    wait_until(lambda: pq.max_span > 5)
+    wait_until(lambda: pq.max_span > max_span)
     time.sleep(0.5)
-    # nothing is consumed: pulling stops once the cached offsets span more than 5, one batch past it at most
-    assert 5 < pq.max_span <= 5 + 4 and pq.msg_count <= 5 + 4 + 1
+    # nothing is consumed: pulling stops once the cached offsets span more than max_span, one batch past it at most
+    assert max_span < pq.max_span <= max_span + batch and pq.msg_count <= max_span + batch + 1
     release.set()
     recorder.wait_for(40)
 
