@@ -536,6 +536,10 @@ class Channel(asyncio.Protocol):
             logger.error("%s: cannot encode %s: %s", self, command.describe(), exc)
             return False
 
+    def flush(self) -> None:
+        """Write what `send` queued now rather than at the end of the loop's turn (call on the loop)."""
+        self._flush()
+
     def _flush(self) -> None:
         self._flush_scheduled = False
         outbox = self._outbox
