@@ -496,8 +496,9 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
 
     # ------------------------------------------------------------------ one bundle of requests
 
-    def _prepare(self, msgs: list[MessageExt]) -> None:
-        self.reset_retry_topic(msgs)
+    def _prepare(self, msgs: list[MessageExt], mq: MessageQueue) -> None:
+        if mq.topic == self.consumer.retry_topic:  # a queue's messages are of its topic
+            self.reset_retry_topic(msgs)
         started = ((MessageConst.CONSUME_START_TIMESTAMP, str(now_millis())),)
         for msg in msgs:
             msg.put_properties(started)
@@ -509,7 +510,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
         listener = self.listener
         hooked = bool(self.consumer.hooks)
         monotonic = time.monotonic
-        self._prepare(request.msgs)  # the calls of a request follow each other within ~consume_bundle_time
+        self._prepare(request.msgs, mq)  # the calls of a request follow each other within ~consume_bundle_time
         # the common outcome (all consumed, nothing to send back, no hooks) is settled inline and counted here
         calls = consumed = 0
         rt_seconds = 0.0
@@ -549,7 +550,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
         pq, mq = request.process_queue, request.message_queue
         tally = _BundleTally()
         success = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
-        self._prepare(request.msgs)  # the calls of a request follow each other within ~consume_bundle_time
+        self._prepare(request.msgs, mq)  # the calls of a request follow each other within ~consume_bundle_time
         for msgs in _calls(request.msgs, self.consumer.settings.consume_message_batch_max_size):
             if pq.dropped:
                 break
@@ -717,7 +718,7 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
         result = ConsumeMessageDirectlyResult(order=False, auto_commit=True)
         mq = MessageQueue(msg.topic, broker_name, msg.queue_id)
         context = ConsumeConcurrentlyContext(mq)
-        self._prepare([msg])
+        self._prepare([msg], mq)
         begin = time.monotonic()
         try:
             answer = await self.call_listener_anywhere([msg], context)

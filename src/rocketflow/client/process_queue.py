@@ -28,6 +28,7 @@ import time
 from collections.abc import Callable, Container, Iterable, Iterator, KeysView
 from dataclasses import dataclass
 from heapq import heapify, heappop, heappush
+from itertools import repeat
 from types import TracebackType
 from typing import Final
 
@@ -385,9 +386,9 @@ def _check_duration(name: str, value: int) -> int:
 
 def _as_batch(msgs: Iterable[MessageExt]) -> list[MessageExt]:
     batch = list(msgs)
-    for msg in batch:
-        if not isinstance(msg, MessageExt):
-            raise TypeError(f"expected MessageExt, got {type(msg).__name__}")
+    if not all(map(isinstance, batch, repeat(MessageExt))):  # C-level: this runs for every consumed batch
+        wrong = next(msg for msg in batch if not isinstance(msg, MessageExt))
+        raise TypeError(f"expected MessageExt, got {type(wrong).__name__}")
     return batch
 
 
