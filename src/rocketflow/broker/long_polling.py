@@ -172,8 +172,11 @@ class PullRequestHoldService:
         woken, self._to_wake = self._to_wake, []
         answered: dict[Channel, None] = {}
         for held in woken:
-            if self._answer(held):
-                answered[held.ctx.channel] = None
+            try:
+                if self._answer(held):
+                    answered[held.ctx.channel] = None
+            except Exception:  # one pull's bug must not leave the others unanswered
+                logger.exception("answering a woken pull failed: %s", held.request.describe())
         for channel in answered:
             channel.flush()
 

@@ -415,17 +415,18 @@ class PullMessageService:
         pq = request.process_queue
         try:
             messages = self.wrapper.process_pull_result(mq, result, subscription)
-            if messages:
-                consumer.consumer_stats.inc_pull_tps(request.consumer_group, mq.topic, len(messages))
-                dispatch_to_consume = pq.put_messages(messages)
-                consumer.consume_service.submit_consume_request(messages, pq, mq, dispatch_to_consume)
         except Exception as exc:
             # Nothing of the answer may be skipped: the pull in flight is ignored and pulling starts
             # again from this answer's offset after the usual delay.
             logger.warning("%s: pull of %s from offset %d failed: %s", consumer.group, mq, previous_offset, exc)
             request.rewind_offset = previous_offset
             return
-        if messages and messages[0].queue_offset < previous_offset:
+        if not messages:
+            return
+        consumer.consumer_stats.inc_pull_tps(request.consumer_group, mq.topic, len(messages))
+        dispatch_to_consume = pq.put_messages(messages)
+        consumer.consume_service.submit_consume_request(messages, pq, mq, dispatch_to_consume)
+        if messages[0].queue_offset < previous_offset:
             logger.warning("%s: pull result of %s looks wrong: next %d, first %s, requested %d", consumer.group,
                            mq, result.next_begin_offset, messages[0].queue_offset, previous_offset)
 
