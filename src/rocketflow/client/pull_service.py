@@ -358,22 +358,12 @@ class PullMessageService:
             previous_offset = request.next_offset
             request.next_offset = result.next_begin_offset
             consumer.consumer_stats.inc_pull_rt(request.consumer_group, mq.topic, (time.monotonic() - begin) * 1000)
-            first_offset = None
-            pull_now = True
-            if messages:
-                first_offset = messages[0].queue_offset
-                consumer.consumer_stats.inc_pull_tps(request.consumer_group, mq.topic, len(messages))
-                dispatch_to_consume = pq.put_messages(messages)
-                consumer.consume_service.submit_consume_request(messages, pq, mq, dispatch_to_consume)
-                pull_interval = consumer.settings.pull_interval
-                if pull_interval > 0:
-                    self.execute_pull_request_later(request, round(pull_interval * 1000))
-                    pull_now = False
-            if result.next_begin_offset < previous_offset or (first_offset is not None
-                                                               and first_offset < previous_offset):
-                logger.warning("%s: pull result of %s looks wrong: next %d, first %s, requested %d", consumer.group,
-                               mq, result.next_begin_offset, first_offset, previous_offset)
-            return pull_now
+            self._take_messages(request, result, messages, previous_offset)
+            pull_interval = consumer.settings.pull_interval
+            if messages and pull_interval > 0:
+                self.execute_pull_request_later(request, round(pull_interval * 1000))
+                return False
+            return True
         elif status is PullStatus.NO_NEW_MSG or status is PullStatus.NO_MATCHED_MSG:
             request.next_offset = result.next_begin_offset
             self.correct_tags_offset(request)
@@ -412,7 +402,6 @@ class PullMessageService:
             return
         consumer = self.consumer
         mq = request.message_queue
-        pq = request.process_queue
         try:
             messages = self.wrapper.process_pull_result(mq, result, subscription)
         except Exception as exc:
@@ -421,14 +410,23 @@ class PullMessageService:
             logger.warning("%s: pull of %s from offset %d failed: %s", consumer.group, mq, previous_offset, exc)
             request.rewind_offset = previous_offset
             return
-        if not messages:
-            return
-        consumer.consumer_stats.inc_pull_tps(request.consumer_group, mq.topic, len(messages))
-        dispatch_to_consume = pq.put_messages(messages)
-        consumer.consume_service.submit_consume_request(messages, pq, mq, dispatch_to_consume)
-        if messages[0].queue_offset < previous_offset:
+        self._take_messages(request, result, messages, previous_offset)
+
+    def _take_messages(self, request: PullRequest, result: PullResult, messages: list[MessageExt],
+                       previous_offset: int) -> None:
+        """A FOUND answer's decoded messages into the process queue and on to the consume service."""
+        consumer = self.consumer
+        mq = request.message_queue
+        first_offset = None
+        if messages:
+            first_offset = messages[0].queue_offset
+            pq = request.process_queue
+            consumer.consumer_stats.inc_pull_tps(request.consumer_group, mq.topic, len(messages))
+            dispatch_to_consume = pq.put_messages(messages)
+            consumer.consume_service.submit_consume_request(messages, pq, mq, dispatch_to_consume)
+        if result.next_begin_offset < previous_offset or (first_offset is not None and first_offset < previous_offset):
             logger.warning("%s: pull result of %s looks wrong: next %d, first %s, requested %d", consumer.group,
-                           mq, result.next_begin_offset, messages[0].queue_offset, previous_offset)
+                           mq, result.next_begin_offset, first_offset, previous_offset)
 
     @staticmethod
     def _rewind(request: PullRequest) -> bool:

@@ -59,6 +59,12 @@ def pack_host(host: str, port: int) -> bytes:
         raise ValueError(f"host must be an IP address string, not {type(host).__name__}")
     if not isinstance(port, int) or not 0 <= port <= 0xFFFF:
         raise ValueError(f"port must be an int in 0..65535, got {port!r}")
+    return pack_decoded_host(host, port)
+
+
+def pack_decoded_host(host: str, port: int) -> bytes:
+    """`pack_host` without its port range check, for a host decoded from a record: there the port is
+    any i32 (a damaged record's too), packed back as it was stored."""
     return _ip_bytes(host) + _PORT.pack(port)
 
 
@@ -218,6 +224,7 @@ __all__ = [
     "decode_offset_msg_id",
     "is_ipv6_host",
     "offset_msg_id_from_packed",
+    "pack_decoded_host",
     "pack_host",
     "parse_unique_id",
     "unpack_host",

@@ -3,12 +3,11 @@
 from __future__ import annotations
 
 import functools
-import ipaddress
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
-from rocketflow.protocol.ids import offset_msg_id_from_packed
+from rocketflow.protocol.ids import offset_msg_id_from_packed, pack_decoded_host
 from rocketflow.protocol.properties import decode_properties
 
 
@@ -328,9 +327,7 @@ class MessageExt(Message):
 
 @functools.lru_cache(maxsize=256)
 def _packed_host(host: tuple[str, int]) -> bytes:
-    # as the record stored it: a decoded port is any i32 (a damaged record's too), so no range check
-    address, port = host
-    return ipaddress.ip_address(address).packed + port.to_bytes(4, "big", signed=True)
+    return pack_decoded_host(*host)
 
 
 def offset_msg_id_of(store_host: tuple[str, int], commit_log_offset: int) -> str:
