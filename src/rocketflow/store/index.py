@@ -271,7 +271,7 @@ class IndexFile:
 class IndexService:
     """The index files of a store: builds entries for dispatched messages and answers key queries."""
 
-    def __init__(self, directory: Path, slot_num: int, index_num: int, build_batch: int = 4096) -> None:
+    def __init__(self, directory: Path, slot_num: int, index_num: int, build_batch: int = 256) -> None:
         self.directory = directory
         self.slot_num = slot_num
         self.index_num = index_num

@@ -19,7 +19,7 @@ FOREVER = 2**62
 
 def test_query_by_key_and_uniq_key_across_index_files(make_store: Callable[..., MessageStore]) -> None:
     # 64 entries per index file: several files; no periodic flush, which would write pending keys too
-    store = make_store(flush_interval_consume_queue_ms=600_000)
+    store = make_store(flush_interval_consume_queue_ms=600_000, index_build_batch=4096)
     for i in range(100):
         store.put_message(request(queue_id=i % 4, body=str(i).encode(), KEYS=f"order{i % 10} all", UNIQ_KEY=f"U{i}"))
     assert store.index.pending_count == 300  # keys wait for a run of index_build_batch ...
