@@ -11,7 +11,7 @@ import pytest
 
 from conftest import request, small_config
 from rocketflow.protocol.codec import decode_record
-from rocketflow.store import FlushDiskType, MessageStore, PutMessageStatus
+from rocketflow.store import FlushDiskType, MessageStore, PutMessageStatus, StoreConfig
 from rocketflow.store.commit_log import AppendResult
 
 FOREVER = 2**62
@@ -33,6 +33,23 @@ def test_query_by_key_and_uniq_key_across_index_files(make_store: Callable[..., 
     assert len(store.query_message("T", "all", 20, 0, FOREVER).buffers) == 20
     assert store.query_message("Other", "U42", 32, 0, FOREVER).buffers == []
     assert store.query_message("T", "missing", 32, 0, FOREVER).buffers == []
+
+
+def test_single_puts_write_the_index_in_short_runs(make_store: Callable[..., MessageStore]) -> None:
+    # a run is written on the broker's event loop by the put that completes it: every message in
+    # flight waits for it, so the default run is short (4,096 keys held the loop ~6 ms)
+    run = StoreConfig().index_build_batch
+    assert 1 < run <= 256
+    store = make_store(flush_interval_consume_queue_ms=600_000, max_hash_slot_num=4096, max_index_num=8192)
+    most = 0
+    for i in range(3 * run + 5):
+        store.put_message(request(queue_id=i % 4, body=b"x", UNIQ_KEY=f"U{i}"))
+        most = max(most, store.index.pending_count)
+    assert most == run - 1
+    assert store.index.pending_count == 5
+    assert store.index.end_phy_offset >= 0  # written runs are in the files, before any query or flush
+    found = store.query_message("T", f"U{run}", 4, 0, FOREVER)
+    assert [decode_record(b)[0].properties["UNIQ_KEY"] for b in found.buffers] == [f"U{run}"]
 
 
 def test_query_time_range(tmp_path: Path) -> None:
