@@ -43,14 +43,18 @@ class Dispatcher:
         self.run_listeners = [*self.run_listeners, listener]
 
     def dispatch(self, batch: DispatchBatch, *, notify: bool = True) -> None:
-        """Write a batch's consume-queue units and index entries, then notify listeners."""
+        """Write a batch's index entries and consume-queue units, then notify listeners.
+
+        The index goes first: when its run cannot be written (a full disk) the put is refused, and its
+        messages must not be readable through their consume queues before a retry dispatches them.
+        """
         runs = batch.runs
+        if self.index is not None and batch.index_keys:
+            self.index.build(batch.index_keys, batch.index_offsets, batch.index_timestamps)
         for (topic, queue_id), (first_offset, values) in runs.items():
             queue = self.consume_queues.find_or_create(topic, queue_id)
             count = len(values) // 3
             queue.put_units(first_offset, units_struct(count).pack(*values), count, values[-3] + values[-2])
-        if self.index is not None and batch.index_keys:
-            self.index.build(batch.index_keys, batch.index_offsets, batch.index_timestamps)
         if batch.end_offset > self.dispatched_offset:
             self.dispatched_offset = batch.end_offset
         if notify and self.run_listeners:

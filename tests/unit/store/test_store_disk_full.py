@@ -128,10 +128,16 @@ def test_index_disk_full_is_a_put_failure_not_a_crash(make_store: Callable[..., 
     disk.where = "/store/index/"
     acked, status, _error = put_until_refused(store, "i", limit=3 * build_batch + 500)
     assert status is PutMessageStatus.SERVICE_NOT_AVAILABLE
+    # while the keys cannot be written, later puts are refused and no refused message is readable
+    for attempt in range(3):
+        assert not store.put_message(request("Full", 0, b"refused-%d" % attempt, KEYS="refused")).status.is_ok
+        assert read_queue(store, "Full") == acked
     disk.full = False
     assert store.put_message(request("Full", 0, b"after", KEYS="after")).status.is_ok
     assert len(store.query_message("Full", "after", 4, 0, 2**62).buffers) == 1
+    # the put refused first is stored once the retry dispatches it (not acknowledged: at least once)
     assert read_queue(store, "Full")[: len(acked)] == acked
+    assert read_queue(store, "Full")[-1] == b"after"
 
 
 @pytest.mark.parametrize("usage, refused", [(95.0, True), (89.0, False)])
