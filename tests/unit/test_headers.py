@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import enum
 from typing import Any
 
 import pytest
@@ -417,6 +418,18 @@ def test_to_ext_fields_formats() -> None:
         "unitMode": "true",
         "batch": "false",
     }
+    # values of other types than str, int and bool take the general path: an enum by its value
+    flagged = dataclasses.replace(header, sys_flag=_Seven.SEVEN, topic=_Text("t2"))
+    assert flagged.to_ext_fields()["sysFlag"] == "7"
+    assert flagged.to_ext_fields()["topic"] == "t2"
+
+
+class _Seven(enum.Enum):
+    SEVEN = 7
+
+
+class _Text(str):
+    pass
 
 
 # --------------------------------------------------------------------------- validation

@@ -69,6 +69,8 @@ _CAMEL = re.compile(r"_([a-z0-9])")
 _BITS: Final = {FieldKind.INT: 32, FieldKind.LONG: 64}
 _PLAN_CACHE: dict[type, tuple[tuple[HeaderField, str, str, int], ...]] = {}
 _FIELDS_CACHE: dict[type, tuple[HeaderField, ...]] = {}
+#: per header class: (attribute, wire name) of each field, for `CommandHeader.to_ext_fields`
+_WRITE_CACHE: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
 def _camel_case(name: str) -> str:
@@ -163,10 +165,21 @@ class CommandHeader:
     def to_ext_fields(self) -> dict[str, str]:
         """The ext fields Java's ``makeCustomHeaderToNet`` would produce (None fields omitted)."""
         result: dict[str, str] = {}
-        for spec in self.header_fields():
-            value = getattr(self, spec.attr)
-            if value is not None:
-                result[spec.wire] = _to_text(value)
+        names = _WRITE_CACHE.get(type(self))
+        if names is None:
+            names = _WRITE_CACHE[type(self)] = tuple((spec.attr, spec.wire) for spec in self.header_fields())
+        for attr, wire in names:
+            value = getattr(self, attr)
+            if value is None:
+                continue
+            # exact types first (what `_to_text` returns for them, without its isinstance checks)
+            kind = type(value)
+            if kind is str:
+                result[wire] = value
+            elif kind is int:
+                result[wire] = str(value)
+            else:
+                result[wire] = _to_text(value)
         return result
 
     @classmethod
