@@ -348,6 +348,8 @@ def test_v1_v2_conversions(header: SendMessageRequestHeader) -> None:
     v2 = SendMessageRequestHeaderV2.from_v1(header)
     assert v2.to_v1() == header
     v2_fields = v2.to_ext_fields()
+    assert header.to_v2_ext_fields() == v2_fields  # the one-step form a send uses: same fields, same order
+    assert list(header.to_v2_ext_fields()) == list(v2_fields)
     assert set(v2_fields) <= set("abcdefghijklm")
     assert v2_fields["b"] == header.topic
     assert v2_fields["g"] == str(header.born_timestamp)
@@ -422,6 +424,8 @@ def test_to_ext_fields_formats() -> None:
     flagged = dataclasses.replace(header, sys_flag=_Seven.SEVEN, topic=_Text("t2"))
     assert flagged.to_ext_fields()["sysFlag"] == "7"
     assert flagged.to_ext_fields()["topic"] == "t2"
+    assert flagged.to_v2_ext_fields() == SendMessageRequestHeaderV2.from_v1(flagged).to_ext_fields()
+    assert flagged.to_v2_ext_fields()["f"] == "7"
 
 
 class _Seven(enum.Enum):

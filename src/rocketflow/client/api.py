@@ -65,7 +65,6 @@ from rocketflow.remoting.headers import (
     SearchOffsetRequestHeader,
     SearchOffsetResponseHeader,
     SendMessageRequestHeader,
-    SendMessageRequestHeaderV2,
     SendMessageResponseHeader,
     UnregisterClientRequestHeader,
     UpdateConsumerOffsetRequestHeader,
@@ -292,7 +291,7 @@ class ClientAPI:
     def _send_request(self, code: int, header: SendMessageRequestHeader, body: bytes) -> RemotingCommand:
         if code == RequestCode.SEND_MESSAGE:
             return self._request(code, header, body)
-        return self._request(code, SendMessageRequestHeaderV2.from_v1(header), body)
+        return RemotingCommand.request(code, header.to_v2_ext_fields(), body, language=self.language)
 
     async def send_message(self, addr: str, broker_name: str, msg: Message, header: SendMessageRequestHeader,
                            timeout: float, mode: CommunicationMode = CommunicationMode.SYNC,

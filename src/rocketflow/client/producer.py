@@ -160,8 +160,15 @@ def check_message(msg: object, max_message_size: int = MAX_MESSAGE_SIZE) -> None
                             illegal)
 
 
+#: Topics `check_topic` passed (a send checks its topic every time; a process sends to few topics).
+_SENDABLE_TOPICS: set[str] = set()
+_SENDABLE_TOPICS_MAX: Final = 4096
+
+
 def check_topic(topic: object) -> None:
     """Raise `MQClientError` for a topic a producer may not send to."""
+    if type(topic) is str and topic in _SENDABLE_TOPICS:
+        return
     illegal = ResponseCode.MESSAGE_ILLEGAL
     try:
         validate_topic(topic)  # type: ignore[arg-type]
@@ -172,6 +179,10 @@ def check_topic(topic: object) -> None:
         raise MQClientError(f"the topic {topic!r} is the auto-create template topic; it cannot be sent to", illegal)
     if topic in NOT_ALLOWED_SEND_TOPICS:
         raise MQClientError(f"sending to the system topic {topic!r} is not allowed", illegal)
+    if type(topic) is str:
+        if len(_SENDABLE_TOPICS) >= _SENDABLE_TOPICS_MAX:
+            _SENDABLE_TOPICS.clear()
+        _SENDABLE_TOPICS.add(topic)
 
 
 class Producer:

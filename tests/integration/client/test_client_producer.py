@@ -185,9 +185,10 @@ def test_invalid_messages_and_settings_get_clear_errors(cluster: DevCluster) -> 
             "auto-create template": Message("TBW102", b"x"),
             "system topic": Message("SCHEDULE_TOPIC_XXXX", b"x"),
         }
-        for expected, msg in cases.items():
-            with pytest.raises(MQClientError, match=expected):
-                producer.send(msg)
+        for _ in range(2):  # twice: topics that passed the check are remembered, refused ones are not
+            for expected, msg in cases.items():
+                with pytest.raises(MQClientError, match=expected):
+                    producer.send(msg)
         with pytest.raises(MQClientError, match="either sharding_key or selector"):
             producer.send(Message("ClientValid", b"x"), sharding_key="k", selector=lambda q, m, a: q[0])
         with pytest.raises(MQClientError, match="one topic"):
