@@ -346,14 +346,14 @@ class IndexService:
             handed_over = pending_offsets[-1] if pending_offsets else self._indexed_end
             if offsets[0] <= handed_over:
                 kept = [i for i, offset in enumerate(offsets) if offset > handed_over]
-                if not kept:
-                    return
                 keys = [keys[i] for i in kept]
                 offsets = [offsets[i] for i in kept]
                 timestamps = [timestamps[i] for i in kept]
             self._pending_keys.extend(keys)
             pending_offsets.extend(offsets)
             self._pending_timestamps.extend(timestamps)
+            # A due run is written even when every key was handed over before: a dispatch retried after
+            # its run failed to write (a full disk) must fail again, not go on to the consume queues.
             if len(pending_offsets) >= self.build_batch:
                 self._write_pending()
 

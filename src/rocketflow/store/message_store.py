@@ -623,11 +623,6 @@ class MessageStore:
         if pending is None:
             return True
         try:
-            # Its index keys first, as a put dispatches them: they were handed over before the write
-            # that failed, so dispatching again would skip them and make the refused messages readable
-            # while their keys still cannot be written.
-            if self.index is not None and self.index.pending_count:
-                self.index.drain()
             self.dispatcher.dispatch(pending)
         except OSError as exc:
             self._dispatch_error = f"cannot write consume queue or index files: {exc}"
