@@ -69,8 +69,6 @@ _CAMEL = re.compile(r"_([a-z0-9])")
 _BITS: Final = {FieldKind.INT: 32, FieldKind.LONG: 64}
 _PLAN_CACHE: dict[type, tuple[tuple[HeaderField, str, str, int], ...]] = {}
 _FIELDS_CACHE: dict[type, tuple[HeaderField, ...]] = {}
-#: per header class: (attribute, wire name) of each field, for `CommandHeader.to_ext_fields`
-_WRITE_CACHE: dict[type, tuple[tuple[str, str], ...]] = {}
 
 
 def _camel_case(name: str) -> str:
@@ -139,6 +137,12 @@ def _meaning(spec: HeaderField) -> str:
 
 
 def _to_text(value: object) -> str:
+    # exact str and int first: the usual field values, without the isinstance checks
+    kind = type(value)
+    if kind is str:
+        return value  # type: ignore[return-value]
+    if kind is int:
+        return str(value)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, Enum):
@@ -165,22 +169,10 @@ class CommandHeader:
     def to_ext_fields(self) -> dict[str, str]:
         """The ext fields Java's ``makeCustomHeaderToNet`` would produce (None fields omitted)."""
         result: dict[str, str] = {}
-        names = _WRITE_CACHE.get(type(self))
-        if names is None:
-            names = _WRITE_CACHE[type(self)] = tuple((spec.attr, spec.wire) for spec in self.header_fields())
-        for attr, wire in names:
-            value = getattr(self, attr)
-            if value is None:
-                continue
-            # exact types first (what `_to_text` returns for them, without its isinstance checks); inline
-            # rather than `_text`, as this runs for every field of every header
-            kind = type(value)
-            if kind is str:
-                result[wire] = value
-            elif kind is int:
-                result[wire] = str(value)
-            else:
-                result[wire] = _to_text(value)
+        for spec in self.header_fields():
+            value = getattr(self, spec.attr)
+            if value is not None:
+                result[spec.wire] = _to_text(value)
         return result
 
     @classmethod
@@ -258,28 +250,18 @@ class SendMessageRequestHeader(CommandHeader):
 
     def to_v2_ext_fields(self) -> dict[str, str]:
         """``SendMessageRequestHeaderV2.from_v1(self).to_ext_fields()`` in one step (each send makes one)."""
-        fields = {"a": _text(self.producer_group), "b": _text(self.topic), "c": _text(self.default_topic),
-                  "d": _text(self.default_topic_queue_nums), "e": _text(self.queue_id), "f": _text(self.sys_flag),
-                  "g": _text(self.born_timestamp), "h": _text(self.flag)}
+        fields = {"a": _to_text(self.producer_group), "b": _to_text(self.topic), "c": _to_text(self.default_topic),
+                  "d": _to_text(self.default_topic_queue_nums), "e": _to_text(self.queue_id),
+                  "f": _to_text(self.sys_flag), "g": _to_text(self.born_timestamp), "h": _to_text(self.flag)}
         if self.properties is not None:
-            fields["i"] = _text(self.properties)
+            fields["i"] = _to_text(self.properties)
         if self.reconsume_times is not None:
-            fields["j"] = _text(self.reconsume_times)
+            fields["j"] = _to_text(self.reconsume_times)
         fields["k"] = _to_text(self.unit_mode)
         if self.max_reconsume_times is not None:
-            fields["l"] = _text(self.max_reconsume_times)
+            fields["l"] = _to_text(self.max_reconsume_times)
         fields["m"] = _to_text(self.batch)
         return fields
-
-
-def _text(value: object) -> str:
-    """`_to_text`, with str and int (the usual types) first."""
-    kind = type(value)
-    if kind is str:
-        return value  # type: ignore[return-value]
-    if kind is int:
-        return str(value)
-    return _to_text(value)
 
 
 @dataclass(slots=True, kw_only=True)
