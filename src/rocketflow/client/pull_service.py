@@ -343,21 +343,22 @@ class PullMessageService:
             self.execute_pull_request_later(request, consumer.client_config.pull_time_delay_mills_when_exception)
             return False
         status = result.status
-        if status is PullStatus.FOUND and result.body and self._answer_later(request, result):
-            previous_offset = request.next_offset
-            request.next_offset = result.next_begin_offset
+        later = status is PullStatus.FOUND and bool(result.body) and self._answer_later(request, result)
+        if later:
             self.wrapper.update_pull_from_which_node(mq, result.suggest_which_broker_id)
-            consumer.consumer_stats.inc_pull_rt(request.consumer_group, mq.topic, (time.monotonic() - begin) * 1000)
-            # Two hops: after the channel's flush, which the next pull's request (sent by this task
-            # right after it returns) schedules in the loop's next pass.
-            loop = asyncio.get_running_loop()
-            loop.call_soon(loop.call_soon, self._take_answer, request, result, subscription, previous_offset)
-            return True
-        messages = self.wrapper.process_pull_result(mq, result, subscription)
+            messages: list[MessageExt] = []
+        else:
+            messages = self.wrapper.process_pull_result(mq, result, subscription)
         if status is PullStatus.FOUND:
             previous_offset = request.next_offset
             request.next_offset = result.next_begin_offset
             consumer.consumer_stats.inc_pull_rt(request.consumer_group, mq.topic, (time.monotonic() - begin) * 1000)
+            if later:
+                # Two hops: after the channel's flush, which the next pull's request (sent by this task
+                # right after it returns) schedules in the loop's next pass.
+                loop = asyncio.get_running_loop()
+                loop.call_soon(loop.call_soon, self._take_answer, request, result, subscription, previous_offset)
+                return True
             self._take_messages(request, result, messages, previous_offset)
             pull_interval = consumer.settings.pull_interval
             if messages and pull_interval > 0:
