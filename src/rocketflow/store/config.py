@@ -11,6 +11,8 @@ from pathlib import Path
 
 #: RocketMQ's `messageDelayLevel` default: the delays of levels 1..18
 DEFAULT_MESSAGE_DELAY_LEVEL = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+#: default of `StoreConfig.index_build_batch` (and of `IndexService`'s ``build_batch``)
+DEFAULT_INDEX_BUILD_BATCH = 256
 _DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
@@ -108,7 +110,7 @@ class StoreConfig:
     #: a second a run of 4,096 held the loop ~6 ms every ~0.8 s, and every message in flight waited;
     #: a run of 256 holds it 0.5-1.3 ms. Short runs cost more a key (~3 us against ~1.4 us: numpy's
     #: per-call overhead), about 1.5 us more broker CPU a message, for a much shorter longest stall.
-    index_build_batch: int = 256
+    index_build_batch: int = DEFAULT_INDEX_BUILD_BATCH
     #: per-pull transfer caps (`maxTransferBytesOnMessageInMemory` etc.)
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024
     max_transfer_count_on_message_in_memory: int = 32

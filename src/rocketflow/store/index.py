@@ -23,6 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rocketflow.store.config import DEFAULT_INDEX_BUILD_BATCH
 from rocketflow.store.errors import StoreCorruptError
 from rocketflow.store.mapped_file import RESERVE_AHEAD_BYTES, drop_empty_last_files, reserve_disk_space
 
@@ -271,7 +272,8 @@ class IndexFile:
 class IndexService:
     """The index files of a store: builds entries for dispatched messages and answers key queries."""
 
-    def __init__(self, directory: Path, slot_num: int, index_num: int, build_batch: int = 256) -> None:
+    def __init__(self, directory: Path, slot_num: int, index_num: int,
+                 build_batch: int = DEFAULT_INDEX_BUILD_BATCH) -> None:
         self.directory = directory
         self.slot_num = slot_num
         self.index_num = index_num
