@@ -272,16 +272,62 @@ _LATENCY_PRODUCER = textwrap.dedent("""
     async def pace_on_the_loop():
         # an asyncio application's producer: paced by the client's own loop, each send a task
         loop = asyncio.get_running_loop()
-        begin = loop.time()
         running = set()
-        for index in range(total):
-            delay = begin + index / rate - loop.time()
-            if delay > 0:
-                await asyncio.sleep(delay)
-            task = loop.create_task(producer.send_async_await(Message(topic, b"%019d" % time.time_ns() + pad)))
-            running.add(task)
-            task.add_done_callback(running.discard)
-            task.add_done_callback(completed)
+        sent = 0
+        finished = loop.create_future()
+        ticker = Ticker(rate)
+
+        def tick():
+            nonlocal sent
+            for _ in range(ticker.expirations()):
+                if sent == total:
+                    break
+                task = loop.create_task(producer.send_async_await(Message(topic, b"%019d" % time.time_ns() + pad)))
+                running.add(task)
+                task.add_done_callback(running.discard)
+                task.add_done_callback(completed)
+                sent += 1
+            if sent == total and not finished.done():
+                loop.remove_reader(ticker.fd)
+                finished.set_result(None)
+
+        loop.add_reader(ticker.fd, tick)
+        try:
+            await finished
+        finally:
+            ticker.close()
+
+    class Ticker:
+        # A periodic Linux timerfd: sub-millisecond ticks for an event loop, whose own timers (uvloop's
+        # and asyncio's) fire on a 1 ms grid and would send the messages in bursts of rate/1000.
+
+        def __init__(self, rate):
+            import ctypes, os
+            self._os = os
+            libc = ctypes.CDLL(None, use_errno=True)
+
+            class Timespec(ctypes.Structure):
+                _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+            class ITimerSpec(ctypes.Structure):
+                _fields_ = [("it_interval", Timespec), ("it_value", Timespec)]
+
+            self.fd = libc.timerfd_create(1, 0o4000 | 0o2000000)  # CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC
+            if self.fd < 0:
+                raise OSError(ctypes.get_errno(), "timerfd_create")
+            period = int(1e9 / rate)
+            spec = Timespec(period // 1_000_000_000, period % 1_000_000_000)
+            if libc.timerfd_settime(self.fd, 0, ctypes.byref(ITimerSpec(spec, spec)), None) != 0:
+                raise OSError(ctypes.get_errno(), "timerfd_settime")
+
+        def expirations(self):
+            try:
+                return int.from_bytes(self._os.read(self.fd, 8), "little")
+            except BlockingIOError:
+                return 0
+
+        def close(self):
+            self._os.close(self.fd)
 
     started = time.perf_counter()
     cpu_started = time.process_time()

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import re
 from typing import Any
 
 import pytest
@@ -568,10 +569,115 @@ def test_plain_v2_send_headers_decode_as_the_generic_parser_does(fields: dict[st
     assert got == expected
 
 
-def test_a_producers_v2_send_header_takes_the_one_step_path() -> None:
+def test_a_producers_v2_send_header_decodes_to_its_v1_form() -> None:
     header = SendMessageRequestHeader(producer_group="pg", topic="T", default_topic="TBW102",
                                       default_topic_queue_nums=4, queue_id=3, sys_flag=0,
                                       born_timestamp=1_700_000_000_000, flag=0, properties="UNIQ_KEY\x01A",
-                                      batch=True)
+                                      reconsume_times=2, max_reconsume_times=5, batch=True)
     fields = SendMessageRequestHeaderV2.from_v1(header).to_ext_fields()
-    assert headers_module._plain_send_header_v2(fields) == header
+    assert decode_send_header(RemotingCommand.request(RequestCode.SEND_MESSAGE_V2, fields)) == header
+
+
+# --------------------------------------------------------------------------- the generated parsers and encoders
+
+_REFERENCE_INTEGER = re.compile(r"[+-]?[0-9]+")
+_REFERENCE_BITS = {FieldKind.INT: 32, FieldKind.LONG: 64}
+
+
+def _reference_text(value: object) -> str:
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    if isinstance(value, enum.Enum):
+        return str(value.value)
+    return str(value)
+
+
+def _reference_parse(cls: type[CommandHeader], fields: dict[str, Any]) -> CommandHeader:
+    """The parsing rules of the module docstring, restated one field at a time without any fast path."""
+    values: dict[str, object] = {}
+    for spec in cls.header_fields():
+        meaning = f" ({spec.meaning})" if spec.meaning else ""
+        raw = fields.get(spec.wire)
+        if raw is None:
+            if spec.required:
+                raise HeaderFieldError(spec.wire, f"missing{meaning}")
+            continue
+        text = raw if isinstance(raw, str) else _reference_text(raw)
+        if spec.kind is FieldKind.STRING:
+            values[spec.attr] = text
+        elif spec.kind is FieldKind.BOOL:
+            values[spec.attr] = text.lower() == "true"
+        else:
+            stripped = text.strip()
+            if not _REFERENCE_INTEGER.fullmatch(stripped):
+                raise HeaderFieldError(spec.wire, f"{text!r} is not an integer{meaning}")
+            bits = _REFERENCE_BITS[spec.kind]
+            number = int(stripped)
+            if not -(1 << (bits - 1)) <= number < (1 << (bits - 1)):
+                raise HeaderFieldError(spec.wire, f"{stripped} is out of range for a {bits}-bit integer{meaning}")
+            values[spec.attr] = number
+    return cls(**values)
+
+
+_ANY_WIRE_VALUE = st.one_of(
+    st.none(),
+    st.sampled_from(["0", "7", "32", "2147483647", "2147483648", "-1", "+5", " 7 ", "5_0", "\u0663", "007",
+                     "999999999", "1000000000", "9223372036854775807", "9223372036854775808",
+                     "999999999999999999", "1000000000000000000", "true", "false", "TRUE", "yes", "", "pg"]),
+    st.text(max_size=8),
+    st.integers(min_value=-(1 << 64), max_value=1 << 64),
+    st.booleans(),
+)
+
+
+@settings(max_examples=40)
+@pytest.mark.parametrize("cls", ALL_HEADER_CLASSES, ids=lambda cls: cls.__name__)
+@given(data=st.data())
+def test_generated_parsers_follow_the_reference_rules(cls: type[CommandHeader], data: st.DataObject) -> None:
+    """Each class's generated parser gives the reference's header, or its error, for plain and odd values alike."""
+    fields = {spec.wire: data.draw(_ANY_WIRE_VALUE, label=spec.wire) for spec in cls.header_fields()}
+    fields = {wire: value for wire, value in fields.items() if value is not None}
+    try:
+        expected: object = _reference_parse(cls, fields)
+    except HeaderFieldError as exc:
+        expected = str(exc)
+    try:
+        got: object = cls.from_ext_fields(fields)
+    except HeaderFieldError as exc:
+        got = str(exc)
+    assert got == expected
+
+
+def test_plain_integers_at_the_digit_limits() -> None:
+    """The generated fast branch takes integers of fewer digits than the limit; longer ones get the range check."""
+    header = PullMessageRequestHeader.from_ext_fields({
+        "consumerGroup": "g", "topic": "t", "queueId": "999999999", "queueOffset": "999999999999999999",
+        "maxMsgNums": "2147483647", "sysFlag": "0", "commitOffset": "9223372036854775807",
+        "suspendTimeoutMillis": "0", "subVersion": "0"})
+    assert (header.queue_id, header.queue_offset, header.max_msg_nums, header.commit_offset) == (
+        999_999_999, 999_999_999_999_999_999, 2_147_483_647, 9_223_372_036_854_775_807)
+    with pytest.raises(HeaderFieldError, match="out of range for a 32-bit"):
+        PullMessageRequestHeader.from_ext_fields({
+            "consumerGroup": "g", "topic": "t", "queueId": "2147483648", "queueOffset": "0", "maxMsgNums": "1",
+            "sysFlag": "0", "commitOffset": "0", "suspendTimeoutMillis": "0", "subVersion": "0"})
+
+
+@settings(max_examples=40)
+@pytest.mark.parametrize("cls", ALL_HEADER_CLASSES, ids=lambda cls: cls.__name__)
+@given(data=st.data())
+def test_generated_encoders_write_what_the_reference_writes(cls: type[CommandHeader], data: st.DataObject) -> None:
+    values = {}
+    for spec in cls.header_fields():
+        if spec.kind is FieldKind.STRING:
+            strategy = st.one_of(st.none(), st.text(max_size=6))
+        elif spec.kind is FieldKind.BOOL:
+            strategy = st.one_of(st.none(), st.booleans())
+        else:
+            strategy = st.one_of(st.none(), st.integers(min_value=-(1 << 63), max_value=(1 << 63) - 1))
+        values[spec.attr] = data.draw(strategy, label=spec.attr)
+    header = cls(**values)
+    expected = {spec.wire: _reference_text(getattr(header, spec.attr)) for spec in cls.header_fields()
+                if getattr(header, spec.attr) is not None}
+    encoded = header.to_ext_fields()
+    assert encoded == expected
+    assert list(encoded) == list(expected)  # Java writes the fields in declaration order

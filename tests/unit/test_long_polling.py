@@ -28,14 +28,15 @@ class RecordingChannel:
         self.events.append(("write", self.name))
 
 
-def _found(ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+def _found(ctx: RequestContext, request: RemotingCommand, parsed: object) -> RemotingCommand:
+    assert parsed == ("parsed", request.ext_fields["queueId"])  # what the pull was suspended with
     return request.make_response(ResponseCode.SUCCESS)
 
 
 def _hold(service: PullRequestHoldService, channel: RecordingChannel, queue_id: int, timeout_ms: int = 15_000) -> None:
     request = RemotingCommand.request(RequestCode.PULL_MESSAGE, {"queueId": str(queue_id)})
     ctx = RequestContext(channel, request)  # type: ignore[arg-type]
-    service.suspend(ctx, request, "T", queue_id, 5, None, timeout_ms)
+    service.suspend(ctx, request, "T", queue_id, 5, None, timeout_ms, ("parsed", str(queue_id)))
 
 
 def test_woken_pulls_are_answered_together_and_each_connection_written_once() -> None:

@@ -16,14 +16,16 @@ import logging
 import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from rocketflow.net import Channel, RequestContext
 from rocketflow.remoting.command import RemotingCommand
 
 logger = logging.getLogger("rocketflow.broker.long_polling")
 
-#: Re-runs a held pull without suspension; returns its response (None = nothing to send).
-PullRunner = Callable[[RequestContext, RemotingCommand], "RemotingCommand | None"]
+#: Re-runs a held pull without suspension, given what its first run parsed (the `HeldPull.parsed` it
+#: was suspended with); returns its response (None = nothing to send).
+PullRunner = Callable[[RequestContext, RemotingCommand, Any], "RemotingCommand | None"]
 
 
 def _to_int32(value: int) -> int:
@@ -44,6 +46,8 @@ class HeldPull:
     timer: asyncio.TimerHandle | None = None
     done: bool = False
     suspended_at: float = field(default=0.0)
+    #: what the pull's first run parsed from the request (its header), handed back to the runner
+    parsed: Any = None
 
 
 class PullRequestHoldService:
@@ -89,11 +93,12 @@ class PullRequestHoldService:
         self._held.clear()
 
     def suspend(self, ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int,
-                pull_from_offset: int, codes: frozenset[int] | None, suspend_timeout_ms: int) -> None:
+                pull_from_offset: int, codes: frozenset[int] | None, suspend_timeout_ms: int,
+                parsed: Any = None) -> None:
         """Hold a pull until a matching message arrives or the timeout passes."""
         loop = self._loop or asyncio.get_running_loop()
         key = (topic, queue_id)
-        held = HeldPull(ctx, request, key, pull_from_offset, codes, suspended_at=loop.time())
+        held = HeldPull(ctx, request, key, pull_from_offset, codes, suspended_at=loop.time(), parsed=parsed)
         timeout_ms = suspend_timeout_ms if self.long_polling_enable else self.short_polling_time_ms
         held.timer = loop.call_later(max(timeout_ms, 0) / 1000, self._expire, held)
         self._held.setdefault(key, []).append(held)
@@ -198,7 +203,7 @@ class PullRequestHoldService:
         if held.ctx.channel.closed:
             return False
         try:
-            response = self._runner(held.ctx, held.request)
+            response = self._runner(held.ctx, held.request, held.parsed)
         except Exception as exc:
             logger.exception("held pull failed on wake-up: %s", held.request.describe())
             response = held.request.make_response(1, remark=f"pull failed: {type(exc).__name__}: {exc}")

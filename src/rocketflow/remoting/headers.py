@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import re
 import types
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from enum import Enum
 from typing import Annotated, Any, Final, Self, Union, get_args, get_origin, get_type_hints
@@ -67,8 +67,10 @@ class HeaderField:
 _INTEGER = re.compile(r"[+-]?[0-9]+")
 _CAMEL = re.compile(r"_([a-z0-9])")
 _BITS: Final = {FieldKind.INT: 32, FieldKind.LONG: 64}
-_PLAN_CACHE: dict[type, tuple[tuple[HeaderField, str, str, int], ...]] = {}
 _FIELDS_CACHE: dict[type, tuple[HeaderField, ...]] = {}
+#: per header class, its generated `from_ext_fields` and `to_ext_fields` bodies (see `_compile_parser`)
+_PARSERS: dict[type, Callable[[Mapping[str, str]], Any]] = {}
+_ENCODERS: dict[type, Callable[[Any], dict[str, str]]] = {}
 
 
 def _camel_case(name: str) -> str:
@@ -136,6 +138,93 @@ def _meaning(spec: HeaderField) -> str:
     return f" ({spec.meaning})" if spec.meaning else ""
 
 
+_MISSING_DEFAULT: Final = object()
+
+
+def _field_default(field: dataclasses.Field[Any]) -> Any:
+    if field.default is not dataclasses.MISSING:
+        return field.default
+    if field.default_factory is not dataclasses.MISSING:
+        return field.default_factory
+    return _MISSING_DEFAULT
+
+
+def _absent(spec: HeaderField, default: Any) -> Any:
+    """The value of a field the ext fields leave out: its default, or `HeaderFieldError` when it is mandatory."""
+    if spec.required or default is _MISSING_DEFAULT:
+        raise HeaderFieldError(spec.wire, f"missing{_meaning(spec)}")
+    return default
+
+
+# Each header class gets a parser and an encoder written out for its own fields (as `dataclasses`
+# writes ``__init__``): one header per request or response on every hot path, and a loop over a
+# field table with a dict of keyword arguments cost about twice as much. Both keep the generic
+# rules: a plain value takes the fast branch, anything else goes through `_parse_value` or `_to_text`.
+
+def _compile_parser(cls: type[CommandHeader], into: type[CommandHeader] | None = None,
+                    attributes: tuple[str, ...] = ()) -> Callable[[Mapping[str, str]], Any]:
+    """A parser of ``cls``'s ext fields; with ``into``, building that class instead, whose ``attributes``
+    take ``cls``'s fields in order (SEND_MESSAGE_V2's one-letter fields parsed into the V1 header)."""
+    specs = cls.header_fields()
+    fields = {field.name: field for field in dataclasses.fields(cls)}  # type: ignore[arg-type]
+    target = cls if into is None else into
+    namespace: dict[str, Any] = {"_cls": target, "_parse_value": _parse_value, "_absent": _absent}
+    lines = ["def parse(fields):", "    get = fields.get"]
+    assigned: list[tuple[str, str]] = []  # (attribute of the result, local holding its value)
+    for index, spec in enumerate(specs):
+        value, spec_name, default_name = f"v{index}", f"_spec{index}", f"_default{index}"
+        namespace[spec_name] = spec
+        default = _field_default(fields[spec.attr])
+        factory = default is not _MISSING_DEFAULT and fields[spec.attr].default_factory is not dataclasses.MISSING
+        namespace[default_name] = default
+        lines.append(f"    raw = get({spec.wire!r})")
+        if spec.kind is FieldKind.STRING:
+            lines.append(f"    if type(raw) is str: {value} = raw")
+        elif spec.kind is FieldKind.BOOL:
+            lines.append(f"    if raw == 'true': {value} = True")
+            lines.append(f"    elif raw == 'false': {value} = False")
+        else:
+            # plain non-negative decimal ASCII of fewer digits than the limit has: the usual integer,
+            # parsed without the regex and the range check
+            digits = 10 if spec.kind is FieldKind.INT else 19
+            lines.append(f"    if type(raw) is str and raw.isascii() and raw.isdigit() and len(raw) < {digits}:"
+                         f" {value} = int(raw)")
+        lines.append(f"    elif raw is None: {value} = _absent({spec_name}, {default_name})"
+                     + ("()" if factory else ""))
+        lines.append(f"    else: {value} = _parse_value({spec_name}, raw)")
+        assigned.append((attributes[index] if into is not None else spec.attr, value))
+    if hasattr(target, "__post_init__"):
+        lines.append(f"    return _cls({', '.join(f'{attr}={value}' for attr, value in assigned)})")
+    else:
+        # the dataclass's ``__init__`` only stores its keyword arguments: stored here directly
+        namespace["_new"] = object.__new__
+        lines.append("    header = _new(_cls)")
+        lines.extend(f"    header.{attr} = {value}" for attr, value in assigned)
+        lines.append("    return header")
+    exec("\n".join(lines), namespace)  # the source is built above from the class's own field names
+    parser: Callable[[Mapping[str, str]], Any] = namespace["parse"]
+    return parser
+
+
+def _compile_encoder(cls: type[CommandHeader]) -> Callable[[Any], dict[str, str]]:
+    namespace: dict[str, Any] = {"_to_text": _to_text}
+    lines = ["def encode(header):", "    result = {}"]
+    for spec in cls.header_fields():
+        lines.append(f"    value = header.{spec.attr}")
+        lines.append("    if value is not None:")
+        if spec.kind is FieldKind.STRING:
+            text = "value if type(value) is str else _to_text(value)"
+        elif spec.kind is FieldKind.BOOL:
+            text = "'true' if value is True else 'false' if value is False else _to_text(value)"
+        else:
+            text = "str(value) if type(value) is int else _to_text(value)"
+        lines.append(f"        result[{spec.wire!r}] = {text}")
+    lines.append("    return result")
+    exec("\n".join(lines), namespace)  # the source is built above from the class's own field names
+    encoder: Callable[[Any], dict[str, str]] = namespace["encode"]
+    return encoder
+
+
 def _to_text(value: object) -> str:
     # exact str and int first: the usual field values, without the isinstance checks
     kind = type(value)
@@ -168,51 +257,18 @@ class CommandHeader:
 
     def to_ext_fields(self) -> dict[str, str]:
         """The ext fields Java's ``makeCustomHeaderToNet`` would produce (None fields omitted)."""
-        result: dict[str, str] = {}
-        for spec in self.header_fields():
-            value = getattr(self, spec.attr)
-            if value is not None:
-                result[spec.wire] = _to_text(value)
-        return result
-
-    @classmethod
-    def _parse_plan(cls) -> tuple[tuple[HeaderField, str, str, int], ...]:
-        """Per field: (spec, wire name, attribute, integer limit: 0 for strings, -1 for booleans)."""
-        plan = _PLAN_CACHE.get(cls)
-        if plan is None:
-            plan = _PLAN_CACHE[cls] = tuple(
-                (spec, spec.wire, spec.attr,
-                 1 << (_BITS[spec.kind] - 1) if spec.kind in _BITS else (0 if spec.kind is FieldKind.STRING else -1))
-                for spec in cls.header_fields())
-        return plan
+        encoder = _ENCODERS.get(type(self))
+        if encoder is None:
+            encoder = _ENCODERS[type(self)] = _compile_encoder(type(self))
+        return encoder(self)
 
     @classmethod
     def from_ext_fields(cls, fields: Mapping[str, str]) -> Self:
         """Parse and validate; raises `HeaderFieldError` naming the first bad or missing field."""
-        values: dict[str, object] = {}
-        get = fields.get
-        for spec, wire, attr, limit in cls._parse_plan():
-            raw = get(wire)
-            if raw is None:
-                if spec.required:
-                    raise HeaderFieldError(wire, f"missing{_meaning(spec)}")
-                continue
-            if type(raw) is str:
-                if not limit:
-                    values[attr] = raw
-                    continue
-                # plain non-negative decimal ASCII: the usual integer, parsed without the regex
-                if limit > 0:
-                    if raw.isascii() and raw.isdigit():
-                        number = int(raw)
-                        if number < limit:
-                            values[attr] = number
-                            continue
-                elif raw == "true" or raw == "false":  # a boolean as Java writes it
-                    values[attr] = raw == "true"
-                    continue
-            values[attr] = _parse_value(spec, raw)
-        return cls(**values)
+        parser = _PARSERS.get(cls)
+        if parser is None:
+            parser = _PARSERS[cls] = _compile_parser(cls)
+        return parser(fields)  # type: ignore[no-any-return]
 
     @classmethod
     def from_command(cls, command: RemotingCommand) -> Self:
@@ -871,55 +927,19 @@ _SEND_V2_CODES: Final = frozenset(
 )
 
 
-_INT_LIMIT: Final = 1 << 31
-_LONG_LIMIT: Final = 1 << 63
-
-
-def _plain_int(raw: object, limit: int) -> int | None:
-    """`raw` as a non-negative integer below `limit` when it is plain decimal text, else None."""
-    if type(raw) is str and raw.isascii() and raw.isdigit():
-        value = int(raw)
-        if value < limit:
-            return value
-    return None
-
-
-def _plain_send_header_v2(fields: Mapping[str, str]) -> SendMessageRequestHeader | None:
-    """The V1 form of a SEND_MESSAGE_V2 header whose fields are all plainly written (what producers send), in one
-    step; None for anything else, which `from_ext_fields` then parses (and explains when it is wrong)."""
-    get = fields.get
-    group, topic, default_topic = get("a"), get("b"), get("c")
-    queue_nums, queue_id, sys_flag = _plain_int(get("d"), _INT_LIMIT), _plain_int(get("e"), _INT_LIMIT), \
-        _plain_int(get("f"), _INT_LIMIT)
-    born, flag = _plain_int(get("g"), _LONG_LIMIT), _plain_int(get("h"), _INT_LIMIT)
-    if (type(group) is not str or type(topic) is not str or type(default_topic) is not str or queue_nums is None
-            or queue_id is None or sys_flag is None or born is None or flag is None):
-        return None
-    properties, reconsume, unit_mode, max_reconsume, batch = get("i"), get("j"), get("k"), get("l"), get("m")
-    if properties is not None and type(properties) is not str:
-        return None
-    reconsume_times = max_reconsume_times = None
-    if reconsume is not None and (reconsume_times := _plain_int(reconsume, _INT_LIMIT)) is None:
-        return None
-    if max_reconsume is not None and (max_reconsume_times := _plain_int(max_reconsume, _INT_LIMIT)) is None:
-        return None
-    if unit_mode not in (None, "true", "false") or batch not in (None, "true", "false"):
-        return None
-    return SendMessageRequestHeader(
-        producer_group=group, topic=topic, default_topic=default_topic, default_topic_queue_nums=queue_nums,
-        queue_id=queue_id, sys_flag=sys_flag, born_timestamp=born, flag=flag, properties=properties,
-        reconsume_times=reconsume_times, unit_mode=unit_mode == "true", max_reconsume_times=max_reconsume_times,
-        batch=batch == "true")
+#: SEND_MESSAGE_V2's one-letter fields parsed straight into the V1 header, its canonical form
+_parse_send_v2_as_v1: Final = _compile_parser(
+    SendMessageRequestHeaderV2, SendMessageRequestHeader,
+    ("producer_group", "topic", "default_topic", "default_topic_queue_nums", "queue_id", "sys_flag", "born_timestamp",
+     "flag", "properties", "reconsume_times", "unit_mode", "max_reconsume_times", "batch"))
 
 
 def decode_send_header(command: RemotingCommand) -> SendMessageRequestHeader:
     """The send header of SEND_MESSAGE (10), SEND_MESSAGE_V2 (310) or SEND_BATCH_MESSAGE (320)
     (and the reply-message twins 324/325), always in its V1 form."""
     if command.code in _SEND_V2_CODES:
-        fast = _plain_send_header_v2(command.ext_fields)
-        if fast is not None:
-            return fast
-        return SendMessageRequestHeaderV2.from_ext_fields(command.ext_fields).to_v1()
+        header: SendMessageRequestHeader = _parse_send_v2_as_v1(command.ext_fields)
+        return header
     if command.code in _SEND_V1_CODES:
         return SendMessageRequestHeader.from_ext_fields(command.ext_fields)
     raise ProtocolError(f"request code {command.code} is not a send request")

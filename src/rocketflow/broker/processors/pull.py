@@ -65,15 +65,19 @@ class PullMessageProcessor:
     def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
         return self.process(ctx, request, allow_suspend=True)
 
-    def run_without_suspend(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        """Re-run a held pull (long polling wake-up or timeout)."""
-        return self.process(ctx, request, allow_suspend=False)
+    def run_without_suspend(self, ctx: RequestContext, request: RemotingCommand,
+                            header: PullMessageRequestHeader | None = None) -> RemotingCommand | None:
+        """Re-run a held pull (long polling wake-up or timeout); ``header`` is its request's, parsed and
+        checked when it was suspended (every other check runs again)."""
+        return self.process(ctx, request, allow_suspend=False, header=header)
 
-    def process(self, ctx: RequestContext, request: RemotingCommand, *, allow_suspend: bool) -> RemotingCommand | None:
+    def process(self, ctx: RequestContext, request: RemotingCommand, *, allow_suspend: bool,
+                header: PullMessageRequestHeader | None = None) -> RemotingCommand | None:
         broker = self.broker
         config = broker.config
-        header = PullMessageRequestHeader.from_command(request)
-        check_names(group=header.consumer_group)
+        if header is None:
+            header = PullMessageRequestHeader.from_command(request)
+            check_names(group=header.consumer_group)
         if not is_readable(config.broker_permission):
             return error(request, ResponseCode.NO_PERMISSION,
                          f"the broker[{broker.broker_ip}] pulling message is forbidden")
@@ -168,7 +172,7 @@ class PullMessageProcessor:
             body = b""
             if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:
                 broker.hold_service.suspend(ctx, request, topic, queue_id, offset, codes,
-                                            header.suspend_timeout_millis)
+                                            header.suspend_timeout_millis, header)
                 return None
         return request.make_response(code, remark=status.value, ext_fields={
             "suggestWhichBrokerId": str(suggest),
