@@ -249,6 +249,52 @@ def test_invoke_timeout_then_connection_still_usable() -> None:
     run(scenario)
 
 
+def test_each_pending_request_times_out_at_its_own_deadline() -> None:
+    """One timer serves all pending requests of a channel: each still fails at its own deadline, whatever the
+    order they were sent in, and an answered or cancelled request leaves nothing behind."""
+    held: list[RequestContext] = []
+
+    def hold(ctx: RequestContext, request: RemotingCommand) -> None:
+        held.append(ctx)
+        return None
+
+    async def scenario() -> None:
+        server = new_server()
+        server.register(SLOW, hold)
+        async with server, RemotingClient() as client:
+            await client.invoke(server.address, RemotingCommand.request(ECHO), timeout=3.0)  # connected first
+            loop = asyncio.get_running_loop()
+            started = loop.time()
+            failed_at: dict[float, float] = {}
+
+            async def timed(timeout: float) -> None:
+                with pytest.raises(RemotingTimeoutError, match=f"within {timeout * 1000:.0f} ms"):
+                    await client.invoke(server.address, RemotingCommand.request(SLOW), timeout=timeout)
+                failed_at[timeout] = loop.time() - started
+
+            async def answered() -> RemotingCommand:
+                return await client.invoke(server.address, RemotingCommand.request(SLOW), timeout=0.5)
+
+            # the longest first: the timer armed for it must be moved earlier by each shorter one
+            tasks = [asyncio.ensure_future(timed(timeout)) for timeout in (0.6, 0.3, 0.1)]
+            answer = asyncio.ensure_future(answered())
+            cancelled = asyncio.ensure_future(client.invoke(server.address, RemotingCommand.request(SLOW),
+                                                            timeout=0.2))
+            await wait_until(lambda: len(held) == 5)
+            cancelled.cancel()
+            held[3].respond(held[3].request.make_response())  # the 0.5 s request, answered in time
+            assert (await answer).code == ResponseCode.SUCCESS
+            await asyncio.gather(*tasks)
+            for timeout, at in failed_at.items():
+                assert timeout - 0.01 <= at < timeout + 0.2, (timeout, at)
+            channel = await client.get_channel(server.address)
+            assert channel.pending_requests == 0 and not channel.closed
+            response = await client.invoke(server.address, RemotingCommand.request(ECHO), timeout=3.0)
+            assert response.code == ResponseCode.SUCCESS
+
+    run(scenario)
+
+
 def test_deferred_response_via_context_respond() -> None:
     held: list[RequestContext] = []
     results: list[bool] = []

@@ -12,6 +12,7 @@ import asyncio
 import inspect
 import itertools
 import logging
+import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Final, TypeAlias, cast
 
@@ -35,6 +36,8 @@ WRITE_BUFFER_HARD_LIMIT: Final = 64 * 1024 * 1024
 WRITE_STALL_TIMEOUT: Final = 5.0
 #: Queued outgoing bytes that force an immediate write instead of waiting for the next loop turn.
 OUTBOX_FLUSH_BYTES: Final = 256 * 1024
+#: How close to its deadline a request counts as timed out: the coarsest loop clock's step (uvloop's, 1 ms).
+_EXPIRY_RESOLUTION: Final = 0.001
 #: How long a connection closed for a malformed frame waits for handlers of the good frames before it.
 PROTOCOL_ERROR_CLOSE_GRACE: Final = 3.0
 
@@ -361,7 +364,11 @@ class Channel(asyncio.Protocol):
         self._closed = False
         self._lost = False
         self._closed_waiter: asyncio.Future[None] = self._loop.create_future()
-        self._pending: dict[int, asyncio.Future[RemotingCommand]] = {}
+        #: opaque -> (the caller's future, its deadline on the loop's clock, the request, its timeout)
+        self._pending: dict[int, tuple[asyncio.Future[RemotingCommand], float, RemotingCommand, float]] = {}
+        # One timer for all pending requests, due at the earliest deadline (see `_expire_due`).
+        self._expiry_timer: asyncio.TimerHandle | None = None
+        self._expiry_at = 0.0
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
         self._flush_scheduled = False
@@ -589,19 +596,22 @@ class Channel(asyncio.Protocol):
         opaque = request.opaque
         while opaque in pending:
             opaque = request.opaque = next_opaque()
-        future: asyncio.Future[RemotingCommand] = self._loop.create_future()
-        pending[opaque] = future
+        loop = self._loop
+        future: asyncio.Future[RemotingCommand] = loop.create_future()
+        deadline = loop.time() + timeout
+        pending[opaque] = (future, deadline, request, timeout)
         try:
             self.send(request)
         except BaseException:
             del pending[opaque]
             raise
-        timer = self._loop.call_later(timeout, self._expire, opaque, future, request, timeout)
+        if self._expiry_timer is None or deadline < self._expiry_at:
+            self._arm_expiry(deadline)
         try:
             return await future
         finally:
-            timer.cancel()
-            if pending.get(opaque) is future:
+            entry = pending.get(opaque)
+            if entry is not None and entry[0] is future:
                 del pending[opaque]
 
     async def send_oneway(self, request: RemotingCommand) -> None:
@@ -615,29 +625,53 @@ class Channel(asyncio.Protocol):
             raise RemotingConnectionClosedError(f"{self}: cannot send {request.describe()}, channel closed")
         self.send(request)
 
-    def _expire(self, opaque: int, future: asyncio.Future[RemotingCommand], request: RemotingCommand,
-                timeout: float) -> None:
-        if future.done():
-            return
-        if self._pending.get(opaque) is future:
-            del self._pending[opaque]
-        future.set_exception(RemotingTimeoutError(
-            f"no response to {request.code_name} (code {request.code}, opaque {opaque}) from "
-            f"{self.remote_address} within {timeout * 1000:.0f} ms"
-        ))
+    # A timer per request cost ~1 us to start and cancel on every send and pull, while nearly every
+    # request is answered long before its deadline. So one timer waits for the earliest deadline of
+    # the pending requests: when it fires it fails the requests that are due and waits for the next.
+    def _arm_expiry(self, when: float) -> None:
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        self._expiry_timer = self._loop.call_at(when, self._expire_due)
+        self._expiry_at = when
+
+    def _expire_due(self) -> None:
+        self._expiry_timer = None
+        # within the clock's resolution (uvloop's is 1 ms) a deadline counts as reached, so the
+        # timer is not re-armed for the same instant again and again
+        now = self._loop.time() + _EXPIRY_RESOLUTION
+        earliest = math.inf
+        pending = self._pending
+        for opaque, (future, deadline, request, timeout) in list(pending.items()):
+            if deadline > now:
+                earliest = min(earliest, deadline)
+                continue
+            del pending[opaque]
+            if not future.done():
+                future.set_exception(RemotingTimeoutError(
+                    f"no response to {request.code_name} (code {request.code}, opaque {opaque}) from "
+                    f"{self.remote_address} within {timeout * 1000:.0f} ms"
+                ))
+        if earliest != math.inf and not self._lost:
+            self._arm_expiry(earliest)
+
+    def _cancel_expiry(self) -> None:
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
 
     def _complete(self, response: RemotingCommand) -> None:
-        future = self._pending.pop(response.opaque, None)
-        if future is None or future.done():
+        entry = self._pending.pop(response.opaque, None)
+        if entry is None or entry[0].done():
             logger.debug("%s: no caller waits for %s (late or unsolicited)", self, response.describe())
             return
-        future.set_result(response)
+        entry[0].set_result(response)
 
     def _fail_pending(self) -> None:
+        self._cancel_expiry()
         if not self._pending:
             return
         pending, self._pending = self._pending, {}
-        for opaque, future in pending.items():
+        for opaque, (future, _, _, _) in pending.items():
             if not future.done():
                 future.set_exception(RemotingConnectionClosedError(
                     f"connection to {self.remote_address} closed while waiting for the response to "
