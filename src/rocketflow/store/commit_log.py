@@ -49,6 +49,7 @@ _HEADS = {
     (True, True): struct.Struct(">iiiiiqqiq20sq20siqi"),
 }
 _HEAD_V4 = _HEADS[(False, False)]
+_HEAD_V4_SIZE = _HEAD_V4.size
 _RECORD_STRUCTS: dict[tuple[str, int, int, int], struct.Struct] = {}
 _RECORD_STRUCTS_MAX = 4096
 
@@ -462,6 +463,10 @@ class CommitLog:
         if not requests:
             raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL, "empty batch")
         now = int(time.time() * 1000) if now_ms is None else now_ms
+        if len(requests) == 1:
+            appended = self._append_one(requests[0], now)
+            if appended is not None:
+                return appended
         max_size = self.config.max_message_size
         max_props = self.config.max_properties_size
         segment_size = self.segment_size
@@ -668,6 +673,76 @@ class CommitLog:
             store_host=store,
             end_offset=end_offset,
         )
+        return result, batch
+
+    def _append_one(self, request: PutMessageRequest, now: int) -> tuple[AppendResult, DispatchBatch] | None:
+        """`append` of the usual single message, in a few steps: None when it is anything else (IPv6
+        hosts, a delay, properties not encoded yet, a record that does not fit the last segment, or
+        one to reject), which `append`'s general loop then stores or rejects."""
+        topic = request.topic
+        props = request.properties_bytes
+        born_source = request.born_host
+        store_source = request.store_host
+        if props is None or topic == SCHEDULE_TOPIC or type(born_source) is not tuple:
+            return None
+        try:
+            topic_part = _topic_part(topic)
+            born = _packed_host(born_source[0], born_source[1])
+            store = self.default_store_host if store_source is None else packed_host(store_source)
+        except (ValueError, TypeError, IndexError, UnicodeEncodeError, AttributeError):
+            return None
+        if len(born) != 8 or len(store) != 8:
+            return None
+        body = request.body
+        body_len = len(body)
+        props_len = len(props)
+        topic_len = len(topic_part)
+        size = _HEAD_V4_SIZE + 2 + topic_len + body_len + props_len
+        config = self.config
+        if props_len > config.max_properties_size or size > config.max_message_size:
+            return None
+        mapped = self.files.last_for_write(0)
+        pos = mapped.wrote_position
+        if size + END_FILE_MIN_BLANK_LENGTH > self.segment_size - pos:
+            return None
+        phys = mapped.file_from_offset + pos
+        sys_flag = request.sys_flag & ~_V6_BITS
+        tags = request.tags_code
+        if tags is None:
+            tags = compute_tags_code(request.properties.get(MessageConst.TAGS))
+        queue_id = request.queue_id
+        key = (topic, queue_id)
+        in_queue = enters_consume_queue(sys_flag)
+        queue_offset = self.topic_queue_table.get(key, 0) if in_queue else 0
+        record = _record_struct(_HEAD_V4, body_len, topic_len, props_len).pack(
+            size, MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, request.flag, queue_offset, phys, sys_flag,
+            request.born_timestamp, born, now, store, request.reconsume_times, request.prepared_transaction_offset,
+            body_len, body, topic_part, props_len, props)
+        index_keys: list[bytes] = []
+        if config.message_index_enable:
+            prefix = topic + "#"
+            uniq = request.uniq_key
+            keys = request.keys
+            if uniq is None:
+                uniq = request.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+            if keys is None:
+                keys = request.properties.get(MessageConst.KEYS)
+            if uniq:
+                index_keys.append((prefix + uniq).encode("utf-8", "replace"))
+            if keys:
+                index_keys += [(prefix + word).encode("utf-8", "replace")
+                               for word in keys.split(MessageConst.KEY_SEPARATOR) if word]
+        mapped.append(record)  # raises OSError (nothing written) when the disk is full
+        end_offset = phys + size
+        if in_queue:
+            self.topic_queue_table[key] = queue_offset + 1
+        batch = DispatchBatch(runs={key: [queue_offset, [phys, size, tags]]} if in_queue else {},
+                              index_keys=index_keys, index_offsets=[phys] * len(index_keys),
+                              index_timestamps=[now] * len(index_keys), store_timestamp=now, end_offset=end_offset)
+        result = AppendResult(status=PutMessageStatus.PUT_OK, wrote_offset=phys, wrote_bytes=size,
+                              queue_offset=queue_offset, store_timestamp=now, message_count=1,
+                              commit_log_offsets=[phys], queue_offsets=[queue_offset], store_host=store,
+                              end_offset=end_offset)
         return result, batch
 
     def _batch_layout(self, batch: EncodedBatchRequest) -> tuple[bytes, bytes, bytes, struct.Struct, int]:

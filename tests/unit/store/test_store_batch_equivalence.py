@@ -3,6 +3,7 @@ puts store, and a malformed one stores nothing."""
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import tempfile
 from pathlib import Path
@@ -340,3 +341,74 @@ def test_a_run_of_one_size_batches_is_one_write(make_store: Any) -> None:
     assert len(taken) == 1
     taken, _ = store.commit_log.append_encoded_batches(mixed[1:], 1_700_000_000_000)
     assert len(taken) == 1 and taken[0].message_count == 3
+
+
+single_puts = st.lists(
+    st.tuples(
+        st.sampled_from(["Orders", "Pay", "Tö", "%RETRY%cg"]),
+        st.integers(0, 3),
+        st.binary(min_size=0, max_size=900),
+        st.fixed_dictionaries({}, optional={"TAGS": st.sampled_from(["pay", "ship"]),
+                                            "KEYS": st.sampled_from(["k1", "k1 k2", " k3 "]),
+                                            "UNIQ_KEY": st.text("0123456789ABCDEF", min_size=32, max_size=32),
+                                            "X": st.text("abc", max_size=3)}),
+        st.sampled_from([0, 4, 8, 12, 2]),  # plain, transaction prepared / commit / rollback, multi tags
+        st.sampled_from([("10.0.0.1", 5000), ("::1", 6000)]),
+        st.integers(0, 3),
+    ),
+    min_size=1,
+    max_size=25,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(puts=single_puts)
+def test_a_single_message_put_stores_what_the_general_loop_stores(
+        puts: list[tuple[str, int, bytes, dict[str, str], int, tuple[str, int], int]]) -> None:
+    """`CommitLog.append` takes a short path for one message with encoded properties; giving the same messages
+    without them sends each through the general loop. Records, results, queue units and index keys match,
+    across segment ends (4 KiB segments), transaction halves, IPv6 hosts and keys."""
+    with tempfile.TemporaryDirectory() as one, tempfile.TemporaryDirectory() as two:
+        short, general = _store(Path(one)), _store(Path(two))
+        try:
+            for topic, queue_id, body, properties, sys_flag, host, reconsume in puts:
+                common: dict[str, Any] = {"topic": topic, "queue_id": queue_id, "body": body,
+                                          "properties": dict(properties), "sys_flag": sys_flag, "flag": 7,
+                                          "born_timestamp": 1_700_000_000_000, "born_host": host,
+                                          "reconsume_times": reconsume}
+                encoded = encode_properties(properties).encode()
+                first = short.put_messages([PutMessageRequest(**common, properties_bytes=encoded)])
+                second = general.put_messages([PutMessageRequest(**common)])
+                assert first == second
+            assert _log_bytes(short) == _log_bytes(general)
+            for topic in ("Orders", "Pay", "Tö", "%RETRY%cg"):
+                for queue_id in range(4):
+                    assert short.get_max_offset_in_queue(topic, queue_id) == \
+                        general.get_max_offset_in_queue(topic, queue_id)
+                    left, right = (store.consume_queues.find(topic, queue_id) for store in (short, general))
+                    assert (left is None) == (right is None)
+                    if left is not None and right is not None:
+                        count = short.get_max_offset_in_queue(topic, queue_id)
+                        assert [left.unit_at(i) for i in range(count)] == [right.unit_at(i) for i in range(count)]
+                for key in ("k1", "k2", "k3", *(properties.get("UNIQ_KEY", "") for *_, properties, _, _, _ in puts)):
+                    if key:
+                        left_found = short.query_message(topic, key, 64, 0, 2**62)
+                        right_found = general.query_message(topic, key, 64, 0, 2**62)
+                        assert sorted(left_found.buffers) == sorted(right_found.buffers)
+        finally:
+            short.shutdown()
+            general.shutdown()
+
+
+def test_a_plain_single_message_takes_the_short_path(make_store: Any) -> None:
+    store = make_store(commit_log_segment_size=64 * 1024)
+    log = store.commit_log
+    plain = PutMessageRequest(topic="Orders", queue_id=1, body=b"x" * 100, properties_bytes=b"UNIQ_KEY\x01AB",
+                              born_timestamp=1, born_host=("10.0.0.1", 5000))
+    assert log._append_one(plain, 1_700_000_000_000) is not None
+    assert log.topic_queue_table[("Orders", 1)] == 1
+    for odd in (dataclasses.replace(plain, properties_bytes=None), dataclasses.replace(plain, born_host=("::1", 1)),
+                dataclasses.replace(plain, topic="SCHEDULE_TOPIC_XXXX"), dataclasses.replace(plain, body=b"y" * 70_000),
+                dataclasses.replace(plain, topic="T" * 200)):
+        assert log._append_one(odd, 1_700_000_000_000) is None
+    assert log.topic_queue_table[("Orders", 1)] == 1  # nothing was stored by the refusals
