@@ -30,6 +30,8 @@ _BINARY_FIXED = struct.Struct(">hBhii")
 _I16 = struct.Struct(">h")
 #: Language names as they appear in JSON headers, parsed once.
 _LANGUAGES: Final[dict[str, LanguageCode]] = dict(LanguageCode.__members__)
+_JSON: Final = int(SerializeType.JSON)
+_ROCKETMQ: Final = int(SerializeType.ROCKETMQ)
 
 
 # --------------------------------------------------------------------------- JSON header
@@ -78,7 +80,7 @@ def _int_field(header: dict[str, Any], name: str, default: int) -> int:
     raise MalformedHeaderError(f"header field {name!r} must be an integer, got {value!r}")
 
 
-def decode_json_header(data: bytes | memoryview, body: bytes) -> RemotingCommand:
+def decode_json_header(data: bytes | bytearray | memoryview, body: bytes) -> RemotingCommand:
     """Decode a JSON header, tolerant of what real clients send (trailing newline, unknown keys,
     numbers and booleans as ext-field values)."""
     try:
@@ -109,16 +111,17 @@ def decode_json_header(data: bytes | memoryview, body: bytes) -> RemotingCommand
     language = header.get("language", "JAVA")
     parsed_language = _LANGUAGES.get(language, LanguageCode.OTHER) if type(language) is str else \
         LanguageCode.parse(language)
-    return RemotingCommand(
-        code=_int_field(header, "code", 0),
-        language=parsed_language,
-        version=_int_field(header, "version", 0),
-        opaque=_int_field(header, "opaque", 0),
-        flag=_int_field(header, "flag", 0),
-        remark=remark,
-        ext_fields=ext_fields,
-        body=body,
-    )
+    # the usual integers taken as they are, anything else through _int_field's checks
+    code, version, opaque, flag = header["code"], header.get("version"), header.get("opaque"), header.get("flag")
+    if type(code) is not int:
+        code = _int_field(header, "code", 0)
+    if type(version) is not int:
+        version = _int_field(header, "version", 0)
+    if type(opaque) is not int:
+        opaque = _int_field(header, "opaque", 0)
+    if type(flag) is not int:
+        flag = _int_field(header, "flag", 0)
+    return RemotingCommand(code, parsed_language, version, opaque, flag, remark, ext_fields, body)
 
 
 # --------------------------------------------------------------------------- binary header
@@ -156,7 +159,7 @@ def _to_i32(value: int) -> int:
     return value - 0x100000000 if value >= 0x80000000 else value
 
 
-def decode_binary_header(data: bytes | memoryview, body: bytes) -> RemotingCommand:
+def decode_binary_header(data: bytes | bytearray | memoryview, body: bytes) -> RemotingCommand:
     """Decode a ROCKETMQ binary header; lengths that run past the header are rejected."""
     view = memoryview(data)
     size = len(view)
@@ -229,21 +232,29 @@ def encode_frame(command: RemotingCommand, serialize_type: SerializeType = Seria
     )
 
 
-def decode_frame_payload(payload: bytes | memoryview) -> RemotingCommand:
+def decode_frame_payload(payload: bytes | bytearray | memoryview) -> RemotingCommand:
     """Decode one frame without its leading 4-byte length (what Netty's frame decoder hands on)."""
-    view = memoryview(payload)
-    if len(view) < 4:
-        raise MalformedFrameError(f"frame of {len(view)} bytes has no header-length word")
-    (word,) = _I32.unpack_from(view, 0)
+    return _decode_payload(payload, 0, len(payload))
+
+
+def _decode_payload(source: bytes | bytearray | memoryview, start: int, end: int) -> RemotingCommand:
+    """`decode_frame_payload` of ``source[start:end]``, read in place."""
+    if end - start < 4:
+        raise MalformedFrameError(f"frame of {end - start} bytes has no header-length word")
+    (word,) = _I32.unpack_from(source, start)
     serialize_type = (word >> 24) & 0xFF
     header_len = word & 0xFFFFFF
-    if header_len > len(view) - 4:
-        raise MalformedFrameError(f"header length {header_len} exceeds the frame ({len(view) - 4} bytes)")
-    header = view[4 : 4 + header_len]
-    body = bytes(view[4 + header_len :])
-    if serialize_type == SerializeType.JSON:
+    header_start = start + 4
+    body_start = header_start + header_len
+    if body_start > end:
+        raise MalformedFrameError(f"header length {header_len} exceeds the frame ({end - header_start} bytes)")
+    header = source[header_start:body_start]
+    body = source[body_start:end]
+    if type(body) is not bytes:
+        body = bytes(body)
+    if serialize_type == _JSON:
         return decode_json_header(header, body)
-    if serialize_type == SerializeType.ROCKETMQ:
+    if serialize_type == _ROCKETMQ:
         return decode_binary_header(header, body)
     raise MalformedHeaderError(f"unknown serialize type {serialize_type}")
 
@@ -290,13 +301,18 @@ class FrameDecoder:
         if self._error is not None:
             raise self._error
         buffer = self._buffer
-        buffer += data
+        source: bytes | bytearray
+        if not buffer and type(data) is bytes:
+            source = data  # the usual read (whole frames, nothing held back): decoded from it as it is
+        else:
+            buffer += data
+            source = buffer
         commands: list[RemotingCommand] = []
         pos = 0
-        size = len(buffer)
+        size = len(source)
         try:
             while size - pos >= 4:
-                (length,) = _I32.unpack_from(buffer, pos)
+                (length,) = _I32.unpack_from(source, pos)
                 if length < 4:
                     raise MalformedFrameError(f"frame length {length} is too small")
                 if length + 4 > self.max_frame_size:
@@ -306,18 +322,19 @@ class FrameDecoder:
                 if size - pos - 4 < length:
                     break
                 start = pos + 4
-                with memoryview(buffer) as view:
-                    commands.append(decode_frame_payload(view[start : start + length]))
+                commands.append(_decode_payload(source, start, start + length))
                 pos = start + length
         except ProtocolError as exc:
             self._error = exc
-            # Rebind rather than clear: the traceback may still pin a memoryview of the old buffer.
             self._buffer = bytearray()
             if not commands:
                 raise
             return commands
-        if pos:
-            del buffer[:pos]
+        if source is buffer:
+            if pos:
+                del buffer[:pos]
+        elif pos < size:
+            buffer += memoryview(source)[pos:]  # the start of a frame still on its way
         return commands
 
 
