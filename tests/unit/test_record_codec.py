@@ -431,8 +431,17 @@ def test_pulled_messages_get_the_pull_properties_whether_read_yet_or_not(
             assert msg.properties == {**original.properties, **dict(extra)}
         msg.put_properties(((MessageConst.CONSUME_START_TIMESTAMP, "1"), (MessageConst.MIN_OFFSET, "4")))
         msg.put_properties(((MessageConst.CONSUME_START_TIMESTAMP, "2"),))
-        assert msg.properties == {**original.properties, MessageConst.MIN_OFFSET: "4", MessageConst.MAX_OFFSET: "9",
-                                  MessageConst.CONSUME_START_TIMESTAMP: "2"}
+        expected = {**original.properties, MessageConst.MIN_OFFSET: "4", MessageConst.MAX_OFFSET: "9",
+                    MessageConst.CONSUME_START_TIMESTAMP: "2"}
+        # one property at a time: those set after the pull first, read without decoding the record's own
+        # (and winning over them), then the record's own
+        later = [MessageConst.MIN_OFFSET, MessageConst.MAX_OFFSET, MessageConst.CONSUME_START_TIMESTAMP]
+        for name in later:
+            assert msg.get_property(name) == expected[name]
+        for name in [*expected, "ABSENT"]:
+            assert msg.get_property(name, "-") == expected.get(name, "-")
+        assert msg.properties == expected
+        assert msg.get_property(MessageConst.MAX_OFFSET) == "9" and msg.get_property("ABSENT") is None
         assert msg.broker_name == "broker-b"
         assert msg.msg_id == create_offset_msg_id(*original.store_host, original.commit_log_offset)
 

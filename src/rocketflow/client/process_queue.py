@@ -469,7 +469,7 @@ class ProcessQueue:
 
             if batch:
                 last = batch[-1]
-                max_offset = _parse_int(last.properties.get(MessageConst.MAX_OFFSET))
+                max_offset = _parse_int(last.get_property(MessageConst.MAX_OFFSET))
                 if max_offset is not None and max_offset - last.queue_offset > 0:
                     self._msg_acc_cnt = max_offset - last.queue_offset
             return dispatch_to_consume
@@ -512,7 +512,7 @@ class ProcessQueue:
             for msg in self._msg_tree_map.values_in_order():
                 if len(result) >= max_count:
                     break
-                started = _parse_int(msg.properties.get(MessageConst.CONSUME_START_TIMESTAMP))
+                started = _parse_int(msg.get_property(MessageConst.CONSUME_START_TIMESTAMP))
                 if started is None or now - started <= self.consume_timeout_ms:
                     break
                 result.append(msg)

@@ -117,6 +117,10 @@ class Message:
             self.properties[MessageConst.WAIT_STORE_MSG_OK] = "false"
 
     # -- property views -------------------------------------------------------------------
+    def get_property(self, name: str, default: str | None = None) -> str | None:
+        """One property (RocketMQ's ``getProperty``), or ``default``."""
+        return self.properties.get(name, default)
+
     @property
     def tags(self) -> str | None:
         return self.properties.get(MessageConst.TAGS)
@@ -268,6 +272,17 @@ class MessageExt(Message):
     @properties.setter
     def properties(self, value: dict[str, str]) -> None:
         self._properties = value
+
+    def get_property(self, name: str, default: str | None = None) -> str | None:
+        """One property, or ``default``; one set after the pull (MAX_OFFSET, CONSUME_START_TIME, ...) is
+        read without decoding the record's own."""
+        props = self._properties
+        if props is None:
+            for key, value in reversed(self._later_properties):
+                if key == name:
+                    return value
+            props = self.properties
+        return props.get(name, default)
 
     def put_properties(self, pairs: tuple[tuple[str, str], ...]) -> None:
         """Set these properties (later pairs win), without decoding the message's properties to do it."""
