@@ -63,6 +63,10 @@ class OffsetStore(Protocol):
         """The offset, -1 if the group has none, -2 if the store could not tell (retry later)."""
         ...
 
+    def memory_offset(self, mq: MessageQueue) -> int | None:
+        """The in-memory offset (what ``read_offset`` with READ_FROM_MEMORY reads), None when there is none."""
+        ...
+
     async def persist_all(self, mqs: Iterable[MessageQueue]) -> None:
         """Persist the offsets of ``mqs``; the remote store forgets the others."""
 

@@ -20,14 +20,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from rocketflow.client.api import PullResult, PullStatus, pull_offset_properties
 from rocketflow.client.errors import MQClientError, MQRemotingError
 from rocketflow.client.instance import ClientInstance
-from rocketflow.client.offset_store import ReadOffsetType
 from rocketflow.client.process_queue import ProcessQueue
 from rocketflow.client.route import MASTER_ID
 from rocketflow.protocol.bodies import MessageModel, SubscriptionData
@@ -98,22 +97,21 @@ class PullAPIWrapper:
     def recalculate_pull_from_which_node(self, mq: MessageQueue) -> int:
         return self.pull_from_which_node_table.get(mq, MASTER_ID)
 
-    async def pull_kernel_impl(self, mq: MessageQueue, sub_expression: str | None, expression_type: str,
-                               sub_version: int, offset: int, max_nums: int, sys_flag: int, commit_offset: int,
-                               broker_suspend_max_time_millis: int, timeout_millis: int) -> PullResult:
-        """Send PULL_MESSAGE for ``mq`` to the suggested broker (the master by default).
+    def pull_kernel_impl(self, mq: MessageQueue, sub_expression: str | None, expression_type: str,
+                         sub_version: int, offset: int, max_nums: int, sys_flag: int, commit_offset: int,
+                         broker_suspend_max_time_millis: int, timeout_millis: int) -> Awaitable[PullResult]:
+        """Send PULL_MESSAGE for ``mq`` to the suggested broker (the master by default); await the result.
 
-        Raises `MQClientError` when no address of the broker is known, `MQBrokerError` for an error
-        response and `MQRemotingError` for transport failures.
+        The result raises `MQClientError` when no address of the broker is known, `MQBrokerError` for
+        an error response and `MQRemotingError` for transport failures. (A plain function returning the
+        request's awaitable, not a coroutine of its own: one layer less on every pull.)
         """
-        instance = self.instance
-        broker_id = self.recalculate_pull_from_which_node(mq)
-        found = instance.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
+        found = self.instance.find_broker_address_in_subscribe(mq.broker_name,
+                                                                self.recalculate_pull_from_which_node(mq), False)
         if found is None:
-            await instance.update_topic_route(mq.topic)
-            found = instance.find_broker_address_in_subscribe(mq.broker_name, broker_id, False)
-        if found is None:
-            raise MQClientError(f"the broker {mq.broker_name!r} of {mq} does not exist")
+            return self._pull_after_route_update(mq, sub_expression, expression_type, sub_version, offset, max_nums,
+                                                 sys_flag, commit_offset, broker_suspend_max_time_millis,
+                                                 timeout_millis)
         if found.slave:
             sys_flag = clear_commit_offset_flag(sys_flag)
         header = PullMessageRequestHeader(
@@ -121,7 +119,19 @@ class PullAPIWrapper:
             max_msg_nums=max_nums, sys_flag=sys_flag, commit_offset=commit_offset,
             suspend_timeout_millis=broker_suspend_max_time_millis, sub_version=sub_version,
             subscription=sub_expression, expression_type=expression_type)
-        return await instance.api.pull_message(found.broker_addr, header, timeout_millis / 1000)
+        return self.instance.api.pull_message(found.broker_addr, header, timeout_millis / 1000)
+
+    async def _pull_after_route_update(self, mq: MessageQueue, sub_expression: str | None, expression_type: str,
+                                       sub_version: int, offset: int, max_nums: int, sys_flag: int,
+                                       commit_offset: int, broker_suspend_max_time_millis: int,
+                                       timeout_millis: int) -> PullResult:
+        """`pull_kernel_impl` once the topic's route is fetched again (no address of the broker was known)."""
+        await self.instance.update_topic_route(mq.topic)
+        if self.instance.find_broker_address_in_subscribe(mq.broker_name, self.recalculate_pull_from_which_node(mq),
+                                                          False) is None:
+            raise MQClientError(f"the broker {mq.broker_name!r} of {mq} does not exist")
+        return await self.pull_kernel_impl(mq, sub_expression, expression_type, sub_version, offset, max_nums,
+                                           sys_flag, commit_offset, broker_suspend_max_time_millis, timeout_millis)
 
     def process_pull_result(self, mq: MessageQueue, result: PullResult,
                             subscription: SubscriptionData | None) -> list[MessageExt]:
@@ -308,7 +318,9 @@ class PullMessageService:
         commit_offset_enable = False
         commit_offset_value = 0
         if consumer.message_model is MessageModel.CLUSTERING:
-            commit_offset_value = await consumer.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_MEMORY)
+            # read_offset(READ_FROM_MEMORY) without its coroutine: every pull asks
+            memory_offset = consumer.offset_store.memory_offset(mq)
+            commit_offset_value = -1 if memory_offset is None else memory_offset
             commit_offset_enable = commit_offset_value > 0
         class_filter = subscription.class_filter_mode
         sub_expression = (subscription.sub_string if consumer.settings.post_subscription_when_pull and not class_filter

@@ -13,7 +13,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import Enum
+from enum import StrEnum
 from typing import Final
 
 from rocketflow.protocol.bodies import ConsumeStatus
@@ -22,8 +22,11 @@ from rocketflow.protocol.bodies import ConsumeStatus
 MINUTE: Final = 60
 
 
-class StatsKind(Enum):
-    """What a `ConsumerStats` series counts (names of RocketMQ's stats items)."""
+class StatsKind(StrEnum):
+    """What a `ConsumerStats` series counts (names of RocketMQ's stats items).
+
+    A `StrEnum`: its members key the series, and hash as strings do (a plain Enum member's hash is a
+    Python-level call, paid for every sample folded)."""
 
     PULL_RT = "PULL_RT"
     PULL_TPS = "PULL_TPS"

@@ -17,8 +17,10 @@ from client_helpers import create_topic, wait_until
 
 from rocketflow.broker import DevCluster
 from rocketflow.client import ClientConfig, ClientInstance, MQClientError, MQTimeoutError
+from rocketflow.client.pull_service import PullAPIWrapper, PullStatus
 from rocketflow.protocol.bodies import ConsumerData, ConsumerRunningInfo, SubscriptionData
 from rocketflow.protocol.message import Message, MessageQueue
+from rocketflow.protocol.sysflag import build_pull_sys_flag
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import GetConsumerRunningInfoRequestHeader
@@ -209,3 +211,26 @@ def test_run_hands_back_results_errors_and_timeouts_from_many_threads(cluster: D
         instance.shutdown()
     with pytest.raises(MQClientError, match="not started"):
         instance.run(double(1))
+
+
+def test_a_pull_for_a_broker_with_no_known_address_fetches_the_route_first(
+        cluster: DevCluster, first: tuple[ClientInstance, RecordingConsumer]) -> None:
+    instance, _ = first
+    sent = instance.inner_producer.send(Message(TOPIC, b"pulled after a route fetch"),
+                                        selector=lambda queues, msg, arg: queues[0])
+    wrapper = PullAPIWrapper(instance, GROUP)
+    mq = sent.message_queue
+    sys_flag = build_pull_sys_flag(False, False, True, False)
+
+    def pull() -> object:
+        return instance.run(wrapper.pull_kernel_impl(mq, "*", "TAG", 0, sent.queue_offset, 32, sys_flag, 0,
+                                                     1000, 3000))
+
+    instance.topic_route_table.clear()  # as before the first route of the topic came
+    instance.broker_addr_table.clear()
+    result = pull()
+    assert getattr(result, "status", None) is PullStatus.FOUND
+    assert instance.find_broker_address_in_publish("broker-a") == cluster.broker_addr
+    with pytest.raises(MQClientError, match="does not exist"):
+        instance.run(wrapper.pull_kernel_impl(MessageQueue(TOPIC, "broker-nowhere", 0), "*", "TAG", 0, 0, 32,
+                                              sys_flag, 0, 1000, 3000))
