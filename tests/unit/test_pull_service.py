@@ -47,6 +47,9 @@ class FakeStore:
     async def read_offset(self, mq: MessageQueue, read_type: object) -> int:
         return -1
 
+    def memory_offset(self, mq: MessageQueue) -> int | None:
+        return None
+
     def update_offset(self, mq: MessageQueue, offset: int, increase_only: bool) -> None:
         self.updates.append((mq, offset, increase_only))
 
