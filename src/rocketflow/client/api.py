@@ -9,6 +9,7 @@ responses. Timeouts are in seconds.
 from __future__ import annotations
 
 import random
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Final, TypeVar
@@ -293,16 +294,21 @@ class ClientAPI:
             return self._request(code, header, body)
         return RemotingCommand.request(code, header.to_v2_ext_fields(), body, language=self.language)
 
-    async def send_message(self, addr: str, broker_name: str, msg: Message, header: SendMessageRequestHeader,
-                           timeout: float, mode: CommunicationMode = CommunicationMode.SYNC,
+    async def send_message(self, addr: str, broker_name: str, body: bytes, msg_id: str,
+                           header: SendMessageRequestHeader, timeout: float,
+                           mode: CommunicationMode = CommunicationMode.SYNC,
                            *, code: int = RequestCode.SEND_MESSAGE_V2) -> SendResult | None:
-        """SEND_MESSAGE_V2 (or ``code``) of ``msg.body`` as is (the caller compresses); None for ONEWAY."""
-        request = self._send_request(code, header, msg.body)
+        """SEND_MESSAGE_V2 (or ``code``) of a message's ``body`` as is (the caller compresses) and its
+        unique id ``msg_id`` (its UNIQ_KEY); None for ONEWAY."""
+        request = self._send_request(code, header, body)
         if mode is CommunicationMode.ONEWAY:
             await self.invoke_oneway(addr, request)
             return None
-        response = await self.invoke(addr, request, timeout)
-        return self._send_result(response, addr, broker_name, header, msg.uniq_key or "")
+        try:  # `invoke`, written out: one coroutine less on every send
+            response = await self.remoting.invoke(addr, request, timeout or self.default_timeout)
+        except RemotingError as exc:
+            raise wrap_remoting_error(exc, addr, _code_label(request.code)) from exc
+        return self._send_result(response, addr, broker_name, header, msg_id)
 
     async def send_oneway(self, addr: str, msg: Message, header: SendMessageRequestHeader) -> None:
         """SEND_MESSAGE_V2 without waiting for the response."""
@@ -547,10 +553,10 @@ def _code_label(code: int) -> str:
         return f"request {code}"
 
 
-def encode_message_properties(msg: Message) -> str:
+def encode_message_properties(properties: Mapping[str, str]) -> str:
     """The properties string of a send header; raises `MQClientError` for unencodable properties."""
     try:
-        return encode_properties(msg.properties)
+        return encode_properties(properties)
     except InvalidPropertyError as exc:
         raise MQClientError(f"invalid message properties: {exc}") from None
 

@@ -333,7 +333,10 @@ class Producer:
         """`send_async` awaited: usable from any event loop, including the client's own."""
         instance = self.instance
         if instance.in_loop_thread():
-            return await self._send_async_coro(msg, sharding_key, selector, arg, timeout)
+            result = await self.send_coro(msg, sharding_key=sharding_key, selector=selector, arg=arg, timeout=timeout,
+                                          mode=CommunicationMode.ASYNC)
+            assert result is not None
+            return result
         return await asyncio.wrap_future(self.send_async(msg, sharding_key=sharding_key, selector=selector,
                                                          arg=arg, timeout=timeout))
 
@@ -507,15 +510,17 @@ class Producer:
         if msg.properties.get(MessageConst.TRANSACTION_PREPARED) == "true":
             sys_flag |= MessageSysFlag.TRANSACTION_PREPARED
         header = self._header(msg, mq, sys_flag)
-        wire = Message(msg.topic, body, flag=msg.flag, properties=msg.properties)
         code = RequestCode.SEND_REPLY_MESSAGE_V2 if is_reply(msg) else RequestCode.SEND_MESSAGE_V2
         metrics = instance.metrics
         tracer = self._tracer
+        msg_id = msg.uniq_key or ""
         if metrics is None and tracer is None:
-            return await instance.api.send_message(addr, mq.broker_name, wire, header, timeout, mode, code=code)
+            return await instance.api.send_message(addr, mq.broker_name, body, msg_id, header, timeout, mode,
+                                                   code=code)
         began = time.monotonic()
         try:
-            result = await instance.api.send_message(addr, mq.broker_name, wire, header, timeout, mode, code=code)
+            result = await instance.api.send_message(addr, mq.broker_name, body, msg_id, header, timeout, mode,
+                                                     code=code)
         except MQError:
             if metrics is not None:
                 metrics.send_failed(self.group, mq.topic)
@@ -533,10 +538,11 @@ class Producer:
 
     def _header(self, msg: Message, mq: MessageQueue, sys_flag: int, *,
                 batch: bool = False) -> SendMessageRequestHeader:
-        properties = dict(msg.properties)
+        properties = msg.properties
         reconsume_times: int | None = 0
         max_reconsume_times: int | None = None
         if is_retry_topic(msg.topic):
+            properties = dict(properties)  # the two below travel in the header, not as properties
             reconsume = properties.pop(MessageConst.RECONSUME_TIME, None)
             if reconsume is not None:
                 reconsume_times = _int_or_none(reconsume)
@@ -552,7 +558,7 @@ class Producer:
             sys_flag=sys_flag,
             born_timestamp=time.time_ns() // 1_000_000,
             flag=msg.flag,
-            properties=encode_message_properties(Message(msg.topic, properties=properties)),
+            properties=encode_message_properties(properties),
             reconsume_times=reconsume_times,
             unit_mode=self.client_config.unit_mode,
             batch=batch,
