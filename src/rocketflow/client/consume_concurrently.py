@@ -27,7 +27,8 @@ import queue
 import threading
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Awaitable, Callable
+from collections import deque
+from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
 from rocketflow.client.consume_context import (
@@ -199,7 +200,8 @@ class ConsumeMessageService(ABC):
         self._idle_waiters = 0
         self._tasks: set[asyncio.Task[Any]] = set()
         self._background: set[asyncio.Task[Any]] = set()
-        self._semaphore: asyncio.Semaphore | None = None
+        # coroutines (async listeners) waiting for one of the `consume_thread_max` task slots
+        self._queued: deque[Coroutine[Any, Any, None]] = deque()
         #: the listener's average call time in seconds (None until measured)
         self._call_seconds: float | None = None
 
@@ -222,9 +224,8 @@ class ConsumeMessageService(ABC):
         if not self.is_async:
             self._executor = ConsumeThreadPool(self.consumer.settings.consume_thread_max, self.thread_name_prefix)
 
-    async def start_on_loop(self) -> None:
+    async def start_on_loop(self) -> None:  # noqa: B027 - an optional hook: the base has no periodic work
         """Start the service's periodic work on the client's loop."""
-        self._semaphore = asyncio.Semaphore(self.consumer.settings.consume_thread_max)
 
     def _start_background(self, coro: Awaitable[None]) -> None:
         task = asyncio.ensure_future(coro)
@@ -242,12 +243,14 @@ class ConsumeMessageService(ABC):
             task.cancel()
         if tasks:
             await asyncio.gather(*tasks, return_exceptions=True)
+        while self._queued:
+            self._queued.popleft().close()
 
     @property
     def active_count(self) -> int:
-        """Listener calls (or orderly consume loops) running now."""
+        """Listener calls (or orderly consume loops) running now, or waiting for a slot."""
         with self._idle:
-            return self._active + len(self._tasks)
+            return self._active + len(self._tasks) + len(self._queued)
 
     def wait_idle(self, timeout: float) -> bool:
         """Wait (not on the loop) until no listener call runs; False after ``timeout`` seconds."""
@@ -273,11 +276,14 @@ class ConsumeMessageService(ABC):
         return True
 
     async def _wait_tasks(self, timeout: float) -> bool:
-        tasks = list(self._tasks)
-        if not tasks:
-            return True
-        _, pending = await asyncio.wait(tasks, timeout=timeout)
-        return not pending
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while self._tasks:  # queued coroutines become tasks as the running ones finish
+            remaining = deadline - loop.time()
+            if remaining <= 0:
+                return False
+            await asyncio.wait(list(self._tasks), timeout=remaining)
+        return True
 
     def close(self, wait: bool = True) -> None:
         """Shut the thread pool down (tasks not started yet are cancelled)."""
@@ -311,32 +317,30 @@ class ConsumeMessageService(ABC):
                 if not self._active and self._idle_waiters:
                     self._idle.notify_all()
 
-    def _run_task(self, coro: Awaitable[None]) -> None:
-        """Run ``coro`` as a tracked task on the loop (call on the loop)."""
+    # Async listeners run as tasks, at most `consume_thread_max` at once (as many as the thread pool
+    # would run): the others wait in `_queued` and start as running ones finish. A counter and a
+    # queue rather than a semaphore around each task: no wrapper coroutine and no acquire per call.
+    def _run_task(self, coro: Coroutine[Any, Any, None]) -> None:
+        """Run ``coro`` as a tracked task on the loop once a slot is free (call on the loop)."""
         if self._stopped:
-            if inspect.iscoroutine(coro):
-                coro.close()
+            coro.close()
             return
-        task = asyncio.ensure_future(self._limited(coro))
+        if len(self._tasks) >= self.consumer.settings.consume_thread_max:
+            self._queued.append(coro)
+            return
+        task = asyncio.get_running_loop().create_task(coro)
         self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
+        task.add_done_callback(self._task_done)
 
-    async def _limited(self, coro: Awaitable[None]) -> None:
-        semaphore = self._semaphore
-        try:
-            if semaphore is None:
-                await coro
-                return
-            async with semaphore:
-                if self._stopped:
-                    if inspect.iscoroutine(coro):
-                        coro.close()
-                    return
-                await coro
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("%s: consume task failed", self.group)
+    def _task_done(self, task: asyncio.Task[None]) -> None:
+        self._tasks.discard(task)
+        if not task.cancelled():
+            error = task.exception()
+            if error is not None:
+                logger.error("%s: consume task failed", self.group, exc_info=error)
+        queued = self._queued
+        while queued and len(self._tasks) < self.consumer.settings.consume_thread_max:
+            self._run_task(queued.popleft())
 
     def on_loop(self, fn: Callable[..., None], *args: Any) -> None:
         """Run ``fn(*args)`` on the client's loop (now if already there)."""

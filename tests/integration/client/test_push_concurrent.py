@@ -3,6 +3,7 @@ async listeners, hooks, stats, running info, suspend/resume and prompt rebalanci
 
 from __future__ import annotations
 
+import asyncio
 import threading
 import time
 from collections.abc import Iterator
@@ -476,3 +477,48 @@ def test_a_slow_listener_keeps_every_consume_thread_busy(cluster: DevCluster, pr
     send(producer, "PushSlowT", 40)
     recorder.wait_for(43, timeout=20)
     assert most[0] >= 10, most[0]
+
+
+def test_async_listener_calls_in_flight_are_capped_at_the_thread_count(cluster: DevCluster, producer: Producer,
+                                                                        consumers: list[PushConsumer]) -> None:
+    """An ``async def`` listener runs as tasks on the client's loop, at most ``consume_thread_max`` at once (as the
+    thread pool would); the others wait for a slot, and a call that raises frees its slot too."""
+    topic = "PushAsyncCapT"
+    make_topic(cluster, topic, 4)
+    keys = send(producer, topic, 24)
+    release = threading.Event()
+    recorder = Recorder()
+    lock = threading.Lock()
+    in_flight = [0, 0]  # now, most seen
+    failed: list[str] = []
+
+    async def listener(msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        with lock:
+            in_flight[0] += 1
+            in_flight[1] = max(in_flight[1], in_flight[0])
+        try:
+            while not release.is_set():
+                await asyncio.sleep(0.005)
+            if msgs[0].keys == "k5" and not failed:
+                failed.append("k5")
+                context.delay_level_when_next_consume = 1  # back in 1 s, through %RETRY%
+                raise RuntimeError("the listener fails once")
+            recorder.record(msgs, context.message_queue)
+            return SUCCESS
+        finally:
+            with lock:
+                in_flight[0] -= 1
+
+    consumer = new_consumer(cluster, "cg_push_async_cap", "push-async-cap", consume_from=FIRST,
+                            consume_thread_min=3, consume_thread_max=3)
+    consumer.subscribe(topic)
+    consumer.register_concurrent_listener(listener)
+    consumer.start()
+    consumers.append(consumer)
+    wait_until(lambda: in_flight[0] == 3)
+    time.sleep(0.3)  # the pulled messages of all four queues are waiting; none has a slot
+    assert in_flight == [3, 3]
+    release.set()
+    recorder.wait_for(len(keys), timeout=40)
+    assert set(recorder.keys()) == set(keys) and failed == ["k5"]
+    assert in_flight[1] == 3
