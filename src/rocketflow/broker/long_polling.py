@@ -4,14 +4,16 @@ A pull that finds nothing at the end of its queue (and allows suspension) is hel
 ``topic@queue``. The store's dispatch listener tells this service about every stored message;
 a held pull whose offset the new message reaches and whose tag filter it passes is answered at
 once (the pull runs again, without suspension, and its response is sent with
-``ctx.respond``). A per-request timer answers it at its suspend timeout otherwise. With long
+``ctx.respond``). At its suspend timeout it is answered otherwise (one timer, due at the earliest
+deadline of the held pulls, serves them all). With long
 polling disabled, pulls are held for the short-polling time and only re-run when it ends.
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import heapq
+import itertools
 import logging
 import threading
 from collections.abc import Callable, Sequence
@@ -22,6 +24,9 @@ from rocketflow.net import Channel, RequestContext
 from rocketflow.remoting.command import RemotingCommand
 
 logger = logging.getLogger("rocketflow.broker.long_polling")
+
+#: How close to its deadline a held pull counts as timed out: the coarsest loop clock's step (uvloop's, 1 ms).
+_EXPIRY_RESOLUTION = 0.001
 
 #: Re-runs a held pull without suspension, given what its first run parsed (the `HeldPull.parsed` it
 #: was suspended with); returns its response (None = nothing to send).
@@ -43,7 +48,8 @@ class HeldPull:
     pull_from_offset: int
     #: tag codes that wake it; None = any message
     codes: frozenset[int] | None
-    timer: asyncio.TimerHandle | None = None
+    #: when its suspend timeout is up (the loop's clock)
+    deadline: float = 0.0
     done: bool = False
     suspended_at: float = field(default=0.0)
     #: what the pull's first run parsed from the request (its header), handed back to the runner
@@ -69,6 +75,14 @@ class PullRequestHoldService:
         self.woken_by_timeout = 0
         #: pulls a message woke, answered together once the current turn of the loop is over
         self._to_wake: list[HeldPull] = []
+        # (deadline, sequence number, pull) of the held pulls, earliest first; a pull answered early stays
+        # until it reaches the top or the heap is compacted. One timer waits for the top: a timer per
+        # pull cost ~1 us to start and cancel on every suspend, and nearly every pull is woken early.
+        self._deadlines: list[tuple[float, int, HeldPull]] = []
+        self._sequence = itertools.count()
+        self._live = 0
+        self._expiry_timer: asyncio.TimerHandle | None = None
+        self._expiry_at = 0.0
 
     @property
     def held_count(self) -> int:
@@ -88,9 +102,12 @@ class PullRequestHoldService:
         for pulls in self._held.values():
             for held in pulls:
                 held.done = True
-                if held.timer is not None:
-                    held.timer.cancel()
         self._held.clear()
+        self._live = 0
+        self._deadlines.clear()
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+            self._expiry_timer = None
 
     def suspend(self, ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int,
                 pull_from_offset: int, codes: frozenset[int] | None, suspend_timeout_ms: int,
@@ -98,10 +115,40 @@ class PullRequestHoldService:
         """Hold a pull until a matching message arrives or the timeout passes."""
         loop = self._loop or asyncio.get_running_loop()
         key = (topic, queue_id)
-        held = HeldPull(ctx, request, key, pull_from_offset, codes, suspended_at=loop.time(), parsed=parsed)
+        now = loop.time()
         timeout_ms = suspend_timeout_ms if self.long_polling_enable else self.short_polling_time_ms
-        held.timer = loop.call_later(max(timeout_ms, 0) / 1000, self._expire, held)
+        deadline = now + max(timeout_ms, 0) / 1000
+        held = HeldPull(ctx, request, key, pull_from_offset, codes, deadline=deadline, suspended_at=now,
+                        parsed=parsed)
         self._held.setdefault(key, []).append(held)
+        self._live += 1
+        deadlines = self._deadlines
+        if len(deadlines) > 2 * self._live + 64:  # mostly pulls answered early: keep those still held
+            deadlines[:] = [entry for entry in deadlines if not entry[2].done]
+            heapq.heapify(deadlines)
+        heapq.heappush(deadlines, (deadline, next(self._sequence), held))
+        if self._expiry_timer is None or deadline < self._expiry_at:
+            self._arm_expiry(loop, deadline)
+
+    def _arm_expiry(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
+        if self._expiry_timer is not None:
+            self._expiry_timer.cancel()
+        self._expiry_timer = loop.call_at(when, self._expire_due)
+        self._expiry_at = when
+
+    def _expire_due(self) -> None:
+        """Answer the pulls whose suspend timeout is up, then wait for the next deadline."""
+        self._expiry_timer = None
+        loop = self._loop or asyncio.get_running_loop()
+        # within the loop clock's step (uvloop's is 1 ms) a deadline counts as reached
+        now = loop.time() + _EXPIRY_RESOLUTION
+        deadlines = self._deadlines
+        while deadlines and (deadlines[0][2].done or deadlines[0][0] <= now):
+            held = heapq.heappop(deadlines)[2]
+            if not held.done:
+                self._expire(held)
+        if deadlines:
+            self._arm_expiry(loop, deadlines[0][0])
 
     def release_channel(self, channel: object) -> int:
         """Drop the pulls held for a connection that went away, freeing their slots at once; returns how many."""
@@ -111,9 +158,6 @@ class PullRequestHoldService:
             for held in pulls:
                 if held.ctx.channel is channel:
                     held.done = True
-                    if held.timer is not None:
-                        held.timer.cancel()
-                        held.timer = None
                     released += 1
                 else:
                     keep.append(held)
@@ -122,6 +166,7 @@ class PullRequestHoldService:
                     self._held[key] = keep
                 else:
                     del self._held[key]
+        self._live -= released
         return released
 
     def notify_message_arriving(self, topic: str, queue_id: int, queue_offset: int, tags_code: int,
@@ -193,13 +238,14 @@ class PullRequestHoldService:
         """Stop holding ``held`` and run it again; True when an answer was queued on its channel."""
         pulls = self._held.get(held.key)
         if pulls is not None:
-            with contextlib.suppress(ValueError):
+            try:
                 pulls.remove(held)
+            except ValueError:
+                pass
+            else:
+                self._live -= 1
             if not pulls:
                 del self._held[held.key]
-        if held.timer is not None:
-            held.timer.cancel()
-            held.timer = None
         if held.ctx.channel.closed:
             return False
         try:
