@@ -735,6 +735,8 @@ class MessageStore:
         takes). Returns None, for the walk to decide, whenever any of that does not hold.
         """
         available = len(units) // CQ_UNIT_SIZE
+        if available == 1:
+            return self._read_one(units, offset, codes, min_offset, max_offset, max_phys)
         values = units_struct(available).unpack_from(units)
         phys = values[0::3]
         sizes = values[1::3]
@@ -784,6 +786,30 @@ class MessageStore:
             buffer_total_size=totals[count - 1],
             suggest_pulling_from_slave=max_phys - last_looked_at > memory_limit,
         )
+
+    def _read_one(self, units: bytes, offset: int, codes: frozenset[int] | None, min_offset: int,
+                  max_offset: int, max_phys: int) -> GetMessageResult | None:
+        """`_read_run` of the last unit of a queue (a long-polled pull woken by one message): the same
+        answer in a few steps, or None for the walk to decide."""
+        first, size, tags = _UNITS.unpack_from(units)
+        if max_phys - first > self._memory_limit or size <= 0 or size >= 0x7FFFFFFF:
+            return None
+        if codes is not None and tags not in codes:
+            return None
+        segment = self.commit_log.files.find(first)
+        if segment is None:
+            return None
+        start = first - segment.file_from_offset
+        if start + size > segment.wrote_position:
+            return None
+        try:
+            chunk = _copy_run(segment.mm, start, start + size)
+        except _SegmentClosed:
+            return None
+        self._get_found += 1
+        return GetMessageResult(status=GetMessageStatus.FOUND, next_begin_offset=offset + 1, min_offset=min_offset,
+                                max_offset=max_offset, chunks=[chunk], queue_offsets=[offset], buffer_total_size=size,
+                                suggest_pulling_from_slave=False)
 
     def _scan_queue(self, units: bytes, offset: int, max_count: int, codes: frozenset[int] | None,
                     generic_filter: MessageFilter | None, record_filter: RecordMessageFilter | None,

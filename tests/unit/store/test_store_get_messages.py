@@ -328,9 +328,11 @@ def test_small_pulls_answered_without_the_walk_match_it(make_store: Callable[...
         assert store.put_messages(batch).status.is_ok
     memory_limit = store._memory_limit
     read_run = _Answering(store._read_run)
+    # the last unit of each queue too: a long-polled pull woken by one message reads just that one
+    last_units = [store.get_max_offset_in_queue("T", queue_id) - back for queue_id in (0, 1) for back in (1, 2)]
     try:
         for queue_id, offset, max_count, tags, max_bytes, limit in itertools.product(
-                (0, 1), range(0, 1600, 37), (1, 2, 7, 32, 127), ((), ("A",), ("A", "B"), ("B",)),
+                (0, 1), [*range(0, 1600, 37), *last_units], (1, 2, 7, 32, 127), ((), ("A",), ("A", "B"), ("B",)),
                 (None, 1_500), (memory_limit, 0, 20_000)):
             message_filter = TagsCodeFilter(frozenset(tags_code(tag) for tag in tags)) if tags else None
             store._memory_limit = limit
