@@ -188,6 +188,21 @@ class PutMessageRequest:
     wait_store_msg_ok: bool = True
 
 
+def _index_keys(request: PutMessageRequest, prefix: str) -> list[bytes]:
+    """A message's index keys (``topic#UNIQ_KEY``, then ``topic#key`` for each of its KEYS)."""
+    uniq = request.uniq_key
+    keys = request.keys
+    if uniq is None:
+        uniq = request.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
+    if keys is None:
+        keys = request.properties.get(MessageConst.KEYS)
+    found = [(prefix + uniq).encode("utf-8", "replace")] if uniq else []
+    if keys:
+        found += [(prefix + word).encode("utf-8", "replace") for word in keys.split(MessageConst.KEY_SEPARATOR)
+                  if word]
+    return found
+
+
 @dataclass(slots=True)
 class EncodedBatchRequest:
     """A SEND_BATCH_MESSAGE body as the producer encoded it, stored in one pass (RocketMQ's MessageExtBatch).
@@ -522,7 +537,6 @@ class CommitLog:
         queue_offset = 0
         run_units: list[Any] = []
         add_units = run_units.extend
-        separator = MessageConst.KEY_SEPARATOR
         try:
             for request in requests:
                 born_source = request.born_host
@@ -627,20 +641,9 @@ class CommitLog:
                 add_offset(phys)
                 add_queue_offset(stored_queue_offset)
                 if indexing:
-                    uniq = request.uniq_key
-                    keys = request.keys
-                    if uniq is None:
-                        uniq = request.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-                    if keys is None:
-                        keys = request.properties.get(MessageConst.KEYS)
-                    if uniq:
-                        add_index((index_prefix + uniq).encode("utf-8", "replace"))
+                    for index_key in _index_keys(request, index_prefix):
+                        add_index(index_key)
                         add_index_offset(phys)
-                    if keys:
-                        for word in keys.split(separator):
-                            if word:
-                                add_index((index_prefix + word).encode("utf-8", "replace"))
-                                add_index_offset(phys)
             if in_queue:
                 table[key] = queue_offset
             batch.index_timestamps = [now] * len(index_keys)
@@ -718,20 +721,7 @@ class CommitLog:
             size, MAGIC_CODE, zlib.crc32(body) & 0x7FFFFFFF, queue_id, request.flag, queue_offset, phys, sys_flag,
             request.born_timestamp, born, now, store, request.reconsume_times, request.prepared_transaction_offset,
             body_len, body, topic_part, props_len, props)
-        index_keys: list[bytes] = []
-        if config.message_index_enable:
-            prefix = topic + "#"
-            uniq = request.uniq_key
-            keys = request.keys
-            if uniq is None:
-                uniq = request.properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX)
-            if keys is None:
-                keys = request.properties.get(MessageConst.KEYS)
-            if uniq:
-                index_keys.append((prefix + uniq).encode("utf-8", "replace"))
-            if keys:
-                index_keys += [(prefix + word).encode("utf-8", "replace")
-                               for word in keys.split(MessageConst.KEY_SEPARATOR) if word]
+        index_keys = _index_keys(request, topic + "#") if config.message_index_enable else []
         mapped.append(record)  # raises OSError (nothing written) when the disk is full
         end_offset = phys + size
         if in_queue:
