@@ -21,12 +21,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rocketflow.net import Channel, RequestContext
+from rocketflow.net.deadline_timer import DeadlineTimer
 from rocketflow.remoting.command import RemotingCommand
 
 logger = logging.getLogger("rocketflow.broker.long_polling")
-
-#: How close to its deadline a held pull counts as timed out: the coarsest loop clock's step (uvloop's, 1 ms).
-_EXPIRY_RESOLUTION = 0.001
 
 #: Re-runs a held pull without suspension, given what its first run parsed (the `HeldPull.parsed` it
 #: was suspended with); returns its response (None = nothing to send).
@@ -76,13 +74,11 @@ class PullRequestHoldService:
         #: pulls a message woke, answered together once the current turn of the loop is over
         self._to_wake: list[HeldPull] = []
         # (deadline, sequence number, pull) of the held pulls, earliest first; a pull answered early stays
-        # until it reaches the top or the heap is compacted. One timer waits for the top: a timer per
-        # pull cost ~1 us to start and cancel on every suspend, and nearly every pull is woken early.
+        # until it reaches the top or the heap is compacted. One timer waits for the top.
         self._deadlines: list[tuple[float, int, HeldPull]] = []
         self._sequence = itertools.count()
         self._live = 0
-        self._expiry_timer: asyncio.TimerHandle | None = None
-        self._expiry_at = 0.0
+        self._expiry = DeadlineTimer(self._expire_due)
 
     @property
     def held_count(self) -> int:
@@ -105,9 +101,7 @@ class PullRequestHoldService:
         self._held.clear()
         self._live = 0
         self._deadlines.clear()
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
-            self._expiry_timer = None
+        self._expiry.cancel()
 
     def suspend(self, ctx: RequestContext, request: RemotingCommand, topic: str, queue_id: int,
                 pull_from_offset: int, codes: frozenset[int] | None, suspend_timeout_ms: int,
@@ -127,28 +121,16 @@ class PullRequestHoldService:
             deadlines[:] = [entry for entry in deadlines if not entry[2].done]
             heapq.heapify(deadlines)
         heapq.heappush(deadlines, (deadline, next(self._sequence), held))
-        if self._expiry_timer is None or deadline < self._expiry_at:
-            self._arm_expiry(loop, deadline)
+        self._expiry.arm(loop, deadline)
 
-    def _arm_expiry(self, loop: asyncio.AbstractEventLoop, when: float) -> None:
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
-        self._expiry_timer = loop.call_at(when, self._expire_due)
-        self._expiry_at = when
-
-    def _expire_due(self) -> None:
-        """Answer the pulls whose suspend timeout is up, then wait for the next deadline."""
-        self._expiry_timer = None
-        loop = self._loop or asyncio.get_running_loop()
-        # within the loop clock's step (uvloop's is 1 ms) a deadline counts as reached
-        now = loop.time() + _EXPIRY_RESOLUTION
+    def _expire_due(self, now: float) -> float | None:
+        """Answer the pulls whose suspend timeout is up; the next deadline, if any (`DeadlineTimer`)."""
         deadlines = self._deadlines
         while deadlines and (deadlines[0][2].done or deadlines[0][0] <= now):
             held = heapq.heappop(deadlines)[2]
             if not held.done:
                 self._expire(held)
-        if deadlines:
-            self._arm_expiry(loop, deadlines[0][0])
+        return deadlines[0][0] if deadlines else None
 
     def release_channel(self, channel: object) -> int:
         """Drop the pulls held for a connection that went away, freeing their slots at once; returns how many."""

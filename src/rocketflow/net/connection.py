@@ -12,10 +12,10 @@ import asyncio
 import inspect
 import itertools
 import logging
-import math
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Final, TypeAlias, cast
 
+from rocketflow.net.deadline_timer import DeadlineTimer
 from rocketflow.net.errors import RemotingConnectionClosedError, RemotingTimeoutError
 from rocketflow.remoting.codes import ResponseCode
 from rocketflow.remoting.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand, next_opaque
@@ -36,8 +36,6 @@ WRITE_BUFFER_HARD_LIMIT: Final = 64 * 1024 * 1024
 WRITE_STALL_TIMEOUT: Final = 5.0
 #: Queued outgoing bytes that force an immediate write instead of waiting for the next loop turn.
 OUTBOX_FLUSH_BYTES: Final = 256 * 1024
-#: How close to its deadline a request counts as timed out: the coarsest loop clock's step (uvloop's, 1 ms).
-_EXPIRY_RESOLUTION: Final = 0.001
 #: How long a connection closed for a malformed frame waits for handlers of the good frames before it.
 PROTOCOL_ERROR_CLOSE_GRACE: Final = 3.0
 
@@ -366,9 +364,8 @@ class Channel(asyncio.Protocol):
         self._closed_waiter: asyncio.Future[None] = self._loop.create_future()
         #: opaque -> (the caller's future, its deadline on the loop's clock, the request, its timeout)
         self._pending: dict[int, tuple[asyncio.Future[RemotingCommand], float, RemotingCommand, float]] = {}
-        # One timer for all pending requests, due at the earliest deadline (see `_expire_due`).
-        self._expiry_timer: asyncio.TimerHandle | None = None
-        self._expiry_at = 0.0
+        # One timer for all pending requests, due at the earliest deadline.
+        self._expiry = DeadlineTimer(self._expire_due)
         self._outbox: list[bytes] = []
         self._outbox_bytes = 0
         self._flush_scheduled = False
@@ -605,8 +602,7 @@ class Channel(asyncio.Protocol):
         except BaseException:
             del pending[opaque]
             raise
-        if self._expiry_timer is None or deadline < self._expiry_at:
-            self._arm_expiry(deadline)
+        self._expiry.arm(loop, deadline)
         try:
             return await future
         finally:
@@ -625,25 +621,13 @@ class Channel(asyncio.Protocol):
             raise RemotingConnectionClosedError(f"{self}: cannot send {request.describe()}, channel closed")
         self.send(request)
 
-    # A timer per request cost ~1 us to start and cancel on every send and pull, while nearly every
-    # request is answered long before its deadline. So one timer waits for the earliest deadline of
-    # the pending requests: when it fires it fails the requests that are due and waits for the next.
-    def _arm_expiry(self, when: float) -> None:
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
-        self._expiry_timer = self._loop.call_at(when, self._expire_due)
-        self._expiry_at = when
-
-    def _expire_due(self) -> None:
-        self._expiry_timer = None
-        # within the clock's resolution (uvloop's is 1 ms) a deadline counts as reached, so the
-        # timer is not re-armed for the same instant again and again
-        now = self._loop.time() + _EXPIRY_RESOLUTION
-        earliest = math.inf
+    def _expire_due(self, now: float) -> float | None:
+        """Fail the requests whose deadline is up; the earliest deadline left, if any (`DeadlineTimer`)."""
+        earliest: float | None = None
         pending = self._pending
         for opaque, (future, deadline, request, timeout) in list(pending.items()):
             if deadline > now:
-                earliest = min(earliest, deadline)
+                earliest = deadline if earliest is None else min(earliest, deadline)
                 continue
             del pending[opaque]
             if not future.done():
@@ -651,13 +635,7 @@ class Channel(asyncio.Protocol):
                     f"no response to {request.code_name} (code {request.code}, opaque {opaque}) from "
                     f"{self.remote_address} within {timeout * 1000:.0f} ms"
                 ))
-        if earliest != math.inf and not self._lost:
-            self._arm_expiry(earliest)
-
-    def _cancel_expiry(self) -> None:
-        if self._expiry_timer is not None:
-            self._expiry_timer.cancel()
-            self._expiry_timer = None
+        return None if self._lost else earliest
 
     def _complete(self, response: RemotingCommand) -> None:
         entry = self._pending.pop(response.opaque, None)
@@ -667,7 +645,7 @@ class Channel(asyncio.Protocol):
         entry[0].set_result(response)
 
     def _fail_pending(self) -> None:
-        self._cancel_expiry()
+        self._expiry.cancel()
         if not self._pending:
             return
         pending, self._pending = self._pending, {}
