@@ -206,11 +206,13 @@ def _compile_parser(cls: type[CommandHeader], into: type[CommandHeader] | None =
     return parser
 
 
-def _compile_encoder(cls: type[CommandHeader]) -> Callable[[Any], dict[str, str]]:
+def _compile_encoder(cls: type[CommandHeader], attributes: tuple[str, ...] = ()) -> Callable[[Any], dict[str, str]]:
+    """An encoder of ``cls``'s ext fields; with ``attributes``, reading those attributes, in ``cls``'s
+    field order, from another header (the V1 send header written as SEND_MESSAGE_V2's one-letter fields)."""
     namespace: dict[str, Any] = {"_to_text": _to_text}
     lines = ["def encode(header):", "    result = {}"]
-    for spec in cls.header_fields():
-        lines.append(f"    value = header.{spec.attr}")
+    for index, spec in enumerate(cls.header_fields()):
+        lines.append(f"    value = header.{attributes[index] if attributes else spec.attr}")
         lines.append("    if value is not None:")
         if spec.kind is FieldKind.STRING:
             text = "value if type(value) is str else _to_text(value)"
@@ -306,18 +308,7 @@ class SendMessageRequestHeader(CommandHeader):
 
     def to_v2_ext_fields(self) -> dict[str, str]:
         """``SendMessageRequestHeaderV2.from_v1(self).to_ext_fields()`` in one step (each send makes one)."""
-        fields = {"a": _to_text(self.producer_group), "b": _to_text(self.topic), "c": _to_text(self.default_topic),
-                  "d": _to_text(self.default_topic_queue_nums), "e": _to_text(self.queue_id),
-                  "f": _to_text(self.sys_flag), "g": _to_text(self.born_timestamp), "h": _to_text(self.flag)}
-        if self.properties is not None:
-            fields["i"] = _to_text(self.properties)
-        if self.reconsume_times is not None:
-            fields["j"] = _to_text(self.reconsume_times)
-        fields["k"] = _to_text(self.unit_mode)
-        if self.max_reconsume_times is not None:
-            fields["l"] = _to_text(self.max_reconsume_times)
-        fields["m"] = _to_text(self.batch)
-        return fields
+        return _encode_v1_as_v2(self)
 
 
 @dataclass(slots=True, kw_only=True)
@@ -927,11 +918,15 @@ _SEND_V2_CODES: Final = frozenset(
 )
 
 
-#: SEND_MESSAGE_V2's one-letter fields parsed straight into the V1 header, its canonical form
-_parse_send_v2_as_v1: Final = _compile_parser(
-    SendMessageRequestHeaderV2, SendMessageRequestHeader,
-    ("producer_group", "topic", "default_topic", "default_topic_queue_nums", "queue_id", "sys_flag", "born_timestamp",
-     "flag", "properties", "reconsume_times", "unit_mode", "max_reconsume_times", "batch"))
+#: The V1 send header's attribute behind each of SEND_MESSAGE_V2's one-letter fields, a to m
+_V1_ATTRIBUTES_OF_V2: Final = (
+    "producer_group", "topic", "default_topic", "default_topic_queue_nums", "queue_id", "sys_flag", "born_timestamp",
+    "flag", "properties", "reconsume_times", "unit_mode", "max_reconsume_times", "batch")
+#: SEND_MESSAGE_V2's one-letter fields parsed straight into the V1 header (its canonical form), and written
+#: straight from it
+_parse_send_v2_as_v1: Final = _compile_parser(SendMessageRequestHeaderV2, SendMessageRequestHeader,
+                                              _V1_ATTRIBUTES_OF_V2)
+_encode_v1_as_v2: Final = _compile_encoder(SendMessageRequestHeaderV2, _V1_ATTRIBUTES_OF_V2)
 
 
 def decode_send_header(command: RemotingCommand) -> SendMessageRequestHeader:
