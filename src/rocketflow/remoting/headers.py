@@ -228,12 +228,7 @@ def _compile_encoder(cls: type[CommandHeader], attributes: tuple[str, ...] = ())
 
 
 def _to_text(value: object) -> str:
-    # exact str and int first: the usual field values, without the isinstance checks
-    kind = type(value)
-    if kind is str:
-        return value  # type: ignore[return-value]
-    if kind is int:
-        return str(value)
+    # (the generated encoders write plain str and int values themselves and call this for the rest)
     if isinstance(value, bool):
         return "true" if value else "false"
     if isinstance(value, Enum):
