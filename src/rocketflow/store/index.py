@@ -106,7 +106,9 @@ def index_file_name(timestamp_ms: int) -> str:
 class IndexFile:
     """One index file mapped in full."""
 
-    def __init__(self, path: Path, slot_num: int, index_num: int, *, create: bool = False) -> None:
+    def __init__(self, path: Path, slot_num: int, index_num: int, *, create: bool = False,
+                 after_crash: bool = False) -> None:
+        """Map the file at `path` (made when `create`); `after_crash` repairs slots an insert cut short left."""
         self.path = path
         self.slot_num = slot_num
         self.index_num = index_num
@@ -146,6 +148,33 @@ class IndexFile:
         self._dirty = False
         #: disk blocks are allocated up to here; files loaded from disk are checked on their first write
         self._reserved_position = self.entries_start if created else 0
+        if after_crash and not created and not self.is_full:
+            self._repair_slots()
+
+    def _repair_slots(self) -> None:
+        """Point slots that lie past the entry count back at entries the header counts.
+
+        A process killed inside `put_keys` after it wrote some slots but before the header leaves them
+        pointing at entries that are not counted, and the next insert would take them for empty and cut
+        the older chains off. Those entries were written before the slots, so each one's chain leads back
+        to the slot's value before the run.
+        """
+        index_count = self.index_count
+        slots = np.frombuffer(self.mm, dtype=_SLOT_DTYPE, count=self.slot_num, offset=HEADER_SIZE)
+        try:
+            stale = np.flatnonzero((slots >= index_count) | (slots < 0)).tolist()
+            for slot in stale:
+                number = int(slots[slot])
+                while index_count <= number < self.index_num:
+                    previous = ENTRY.unpack_from(self.mm, self.entries_start + number * ENTRY_SIZE)[3]
+                    number = previous if previous < number else 0
+                slots[slot] = number if 0 < number < index_count else 0
+        finally:
+            del slots
+        if stale:
+            self._dirty = True
+            log.warning("%s: %d hash slots pointed past the %d counted entries (an insert cut short); repaired",
+                        self.path, len(stale), index_count - 1)
 
     @property
     def is_full(self) -> bool:
@@ -174,41 +203,40 @@ class IndexFile:
             self.begin_timestamp = timestamps[0]
         hashes = index_key_hashes(keys[:count])
         slot_of = hashes % self.slot_num
-        numbers = np.arange(index_count, index_count + count, dtype=np.int64)
         slots = np.frombuffer(self.mm, dtype=_SLOT_DTYPE, count=self.slot_num, offset=HEADER_SIZE)
         try:
             previous = slots[slot_of].astype(np.int64)
-            empty = (previous <= 0) | (previous > index_count)  # never set, or stale past the count
+            empty = (previous <= 0) | (previous >= index_count)  # never set, or stale past the count
             previous[empty] = 0
             used = int(np.count_nonzero(empty))
-            slots[slot_of] = numbers
-            # a slot that several keys of this run share holds one of their numbers (which one, numpy does
-            # not say): those few keys are chained in order, and the slot ends on the last one
-            lost = slots[slot_of] != numbers
-            if lost.any():
+            # each slot the run touches ends on the run's last key in it (first in the reversed run)
+            distinct, first_reversed, key_counts = np.unique(slot_of[::-1], return_index=True, return_counts=True)
+            if len(distinct) < count:
+                # the few keys of the run that share a slot are chained to each other in order
                 last_of_slot: dict[int, int] = {}
-                for key_index in np.flatnonzero(np.isin(slot_of, slot_of[lost])).tolist():
+                for key_index in np.flatnonzero(np.isin(slot_of, distinct[key_counts > 1])).tolist():
                     slot = int(slot_of[key_index])
                     earlier = last_of_slot.get(slot)
                     if earlier is not None:
                         previous[key_index] = earlier
                         used -= bool(empty[key_index])  # the slot was counted as taken by the first key
                     last_of_slot[slot] = index_count + key_index
-                for slot, number in last_of_slot.items():
-                    slots[slot] = number
+            entries = np.empty(count, dtype=_ENTRY_DTYPE)
+            entries["hash"] = hashes
+            entries["phys"] = offsets[:count]
+            begin_ts = self.begin_timestamp
+            if begin_ts > 0:
+                entries["seconds"] = np.clip((np.asarray(timestamps[:count], dtype=np.int64) - begin_ts) // 1000,
+                                             0, _INT_MAX)
+            else:
+                entries["seconds"] = 0
+            entries["previous"] = previous
+            # Entries first, then slots, then the header: a process killed between them leaves slots that
+            # point only at whole entries past the count, which `_repair_slots` follows back on load.
+            self.mm[entries_at:entries_end] = entries.tobytes()
+            slots[distinct] = index_count + count - 1 - first_reversed
         finally:
             del slots  # the mapping cannot be closed while a view of it lives
-        entries = np.empty(count, dtype=_ENTRY_DTYPE)
-        entries["hash"] = hashes
-        entries["phys"] = offsets[:count]
-        begin_ts = self.begin_timestamp
-        if begin_ts > 0:
-            entries["seconds"] = np.clip((np.asarray(timestamps[:count], dtype=np.int64) - begin_ts) // 1000,
-                                         0, _INT_MAX)
-        else:
-            entries["seconds"] = 0
-        entries["previous"] = previous
-        self.mm[entries_at:entries_end] = entries.tobytes()
         self.end_phy_offset = offsets[count - 1]
         self.end_timestamp = timestamps[count - 1]
         self.hash_slot_count += used
@@ -291,12 +319,13 @@ class IndexService:
         #: store timestamp of the newest key an fsync covered (the checkpoint's index timestamp)
         self.synced_end_timestamp = 0
 
-    def load(self) -> None:
+    def load(self, *, after_crash: bool = False) -> None:
+        """Map the index files; `after_crash` (the store did not shut down cleanly) checks their hash slots."""
         if not self.directory.is_dir():
             return
         paths = sorted(p for p in self.directory.iterdir() if p.is_file() and p.name.isdigit())
         drop_empty_last_files(paths)
-        self.files = [IndexFile(p, self.slot_num, self.index_num) for p in paths]
+        self.files = [IndexFile(p, self.slot_num, self.index_num, after_crash=after_crash) for p in paths]
         self._indexed_end = self.end_phy_offset
 
     @property

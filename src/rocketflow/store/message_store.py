@@ -235,7 +235,7 @@ class MessageStore:
             self._saved_checkpoint = None
             self.commit_log.files.load()
             self.consume_queues.load()
-            self.index.load()
+            self.index.load(after_crash=not self.last_exit_ok)
             self._recover()
         except BaseException:
             self._close_files()

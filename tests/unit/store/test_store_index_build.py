@@ -147,3 +147,54 @@ def test_keys_wait_until_a_run_is_full_or_a_query_flush_or_close(tmp_path: Path)
     assert reopened.query([b"T#e"], 4, 0, 2**62) == [200]
     assert reopened.end_phy_offset == 200
     reopened.close()
+
+
+class _Killed(Exception):
+    """Stands for the process being killed at a chosen point of an insert."""
+
+
+@settings(max_examples=40, deadline=None)
+@given(first=st.integers(1, 30), second=st.integers(1, 30), kept=st.lists(st.booleans(), min_size=SLOTS,
+                                                                          max_size=SLOTS))
+def test_keys_survive_an_insert_killed_before_its_header(tmp_path_factory, first: int, second: int,
+                                                         kept: list[bool]) -> None:
+    """A run killed after its entries and some of its slots were written, before the header: on load the
+    file answers for every counted key, and the run inserted again (as recovery re-dispatches it) joins
+    the chains instead of cutting them off."""
+    directory = tmp_path_factory.mktemp("index")
+    keys = [f"T#k{i % 23}".encode() for i in range(first + second)]
+    offsets = [100 * (i + 1) for i in range(first + second)]
+    stamps = [1_700_000_000_000 + i for i in range(first + second)]
+    service = IndexService(directory, SLOTS, ENTRIES + 20, build_batch=1000)
+    service.build(keys[:first], offsets[:first], stamps[:first])
+    service.drain()
+    index_file = service.files[-1]
+    slots_before = struct.unpack_from(f">{SLOTS}i", index_file.mm, HEADER_SIZE)
+
+    def killed(_self: object) -> None:
+        raise _Killed
+
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(type(index_file), "_write_header", killed)
+        service.build(keys[first:], offsets[first:], stamps[first:])
+        with pytest.raises(_Killed):
+            service.drain()
+    # the slot writes are cut short too: some slots still hold what they held before the run
+    for slot, keep_old in enumerate(kept):
+        if keep_old:
+            struct.pack_into(">i", index_file.mm, HEADER_SIZE + 4 * slot, slots_before[slot])
+    for opened in service.files:
+        opened.close()
+
+    reopened = IndexService(directory, SLOTS, ENTRIES + 20, build_batch=1000)
+    reopened.load(after_crash=True)
+    try:
+        assert reopened.end_phy_offset == offsets[first - 1]
+        slots_after = struct.unpack_from(f">{SLOTS}i", reopened.files[-1].mm, HEADER_SIZE)
+        assert slots_after == slots_before  # every slot the killed run touched points back where it did
+        reopened.build(keys, offsets, stamps)  # re-dispatch: the counted keys are skipped
+        for key in set(keys):
+            expected = [offsets[i] for i in reversed(range(len(keys))) if keys[i] == key]
+            assert reopened.query([key], 1000, 0, 2**62) == expected
+    finally:
+        reopened.destroy()
