@@ -691,3 +691,71 @@ def test_offset_map_heaps_are_rebuilt_once_mostly_stale() -> None:
     assert (offset_map.first_offset(), offset_map.last_offset()) == (5, 159)
     assert list(offset_map) == [5, 99, *range(150, 160)]
     assert [offset_map.pop_first()[0] for _ in range(3)] == [5, 99, 150]
+
+
+# -- waiting for the cache to drain ----------------------------------------------------------------------
+
+
+def test_call_when_drained_runs_at_once_when_the_cache_is_already_down(pq: ProcessQueue) -> None:
+    pq.put_messages(msgs(0, 1, 2))
+    calls: list[str] = []
+    pq.call_when_drained(lambda: calls.append("now"), 3, 1000)
+    assert calls == ["now"]
+    pq.remove_messages(msgs(0))
+    assert calls == ["now"]  # called once only
+
+
+def test_call_when_drained_waits_for_both_marks(pq: ProcessQueue) -> None:
+    pq.put_messages(msgs(*range(6)))  # bodies of 1..6 bytes: 21 bytes in all
+    calls: list[int] = []
+    pq.call_when_drained(lambda: calls.append(pq.msg_count), 3, 12)
+    pq.remove_messages(msgs(0, 1))   # 4 messages, 18 bytes: over both marks
+    assert calls == []
+    pq.remove_messages(msgs(2))      # 3 messages but 15 bytes: still over the size mark
+    assert calls == []
+    pq.remove_messages(msgs(5))      # 2 messages, 9 bytes
+    assert calls == [2]
+    pq.remove_messages(msgs(3, 4))
+    assert calls == [2]
+
+
+def test_call_when_drained_fires_on_orderly_commits(pq: ProcessQueue) -> None:
+    pq.put_messages(msgs(*range(8)))
+    calls: list[int] = []
+    pq.call_when_drained(lambda: calls.append(pq.msg_count), 4, 10 * MIB)
+    pq.take_messages(2)
+    assert pq.commit_below(1) == 1 and calls == []   # 7 held
+    pq.commit()                                        # 6 held
+    assert calls == []
+    pq.take_messages(2)
+    pq.commit()
+    assert calls == [4]
+
+
+def test_a_later_registration_replaces_the_waiting_one(pq: ProcessQueue) -> None:
+    pq.put_messages(msgs(*range(4)))
+    calls: list[str] = []
+    pq.call_when_drained(lambda: calls.append("first"), 1, 10 * MIB)
+    pq.call_when_drained(lambda: calls.append("second"), 2, 10 * MIB)
+    pq.remove_messages(msgs(0, 1))
+    assert calls == ["second"]
+    pq.remove_messages(msgs(2, 3))
+    assert calls == ["second"]
+
+
+def test_call_when_drained_is_called_from_the_removing_thread_outside_the_lock(pq: ProcessQueue) -> None:
+    pq.put_messages(msgs(0, 1))
+    seen: list[tuple[str, bool]] = []
+
+    def callback() -> None:
+        # another thread can take the queue's lock: the callback does not run under it
+        locked_elsewhere = threading.Thread(target=pq.info)
+        locked_elsewhere.start()
+        locked_elsewhere.join(5)
+        seen.append((threading.current_thread().name, not locked_elsewhere.is_alive()))
+
+    pq.call_when_drained(callback, 0, 0)
+    remover = threading.Thread(target=pq.remove_messages, args=(msgs(0, 1),), name="remover")
+    remover.start()
+    remover.join(5)
+    assert seen == [("remover", True)]

@@ -116,6 +116,10 @@ class Harness:
         service.execute_pull_request_later = self._later  # type: ignore[method-assign]
         service.execute_pull_request_immediately = self._immediately  # type: ignore[method-assign]
         service.execute_task_later = self._task_later  # type: ignore[method-assign]
+        #: pulls started by a task or a callback (the flow-control resumption)
+        self.started: list[PullRequest] = []
+        service._start_pull = self.started.append  # type: ignore[method-assign]
+        service._on_loop = lambda fn, *args: fn(*args)  # type: ignore[method-assign]
         service.wrapper.pull_kernel_impl = self._pull  # type: ignore[method-assign]
         self.consumer.rebalance.compute_pull_from_where = self._compute  # type: ignore[method-assign]
 
@@ -220,6 +224,7 @@ def test_pull_errors_and_a_stopped_consumer_wait_the_exception_delay() -> None:
 ])
 def test_flow_control_by_cached_size(body_size: int, controlled: bool) -> None:
     harness = Harness()
+    harness.consumer.settings.flow_control_resume_ratio = 0  # RocketMQ's re-check only
     harness.consumer.pull_threshold_size_for_queue = 1
     request = harness.request()
     request.process_queue.put_messages([MessageExt(TOPIC, b"x" * body_size, queue_offset=4)])
@@ -232,11 +237,65 @@ def test_flow_control_by_cached_size(body_size: int, controlled: bool) -> None:
 
 def test_flow_control_by_cached_count() -> None:
     harness = Harness()
+    harness.consumer.settings.flow_control_resume_ratio = 0
     harness.consumer.pull_threshold_for_queue = 2
     request = harness.request()
     request.process_queue.put_messages([MessageExt(TOPIC, b"x", queue_offset=offset) for offset in range(3)])
     harness.pull(request)
     assert harness.later == [(request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)] and harness.pulled_from == []
+    assert harness.tasks == [] and harness.started == []
+
+
+def _flow_controlled(harness: Harness, *, count_threshold: int, size_threshold_mib: int,
+                     bodies: list[int]) -> PullRequest:
+    harness.consumer.pull_threshold_for_queue = count_threshold
+    harness.consumer.pull_threshold_size_for_queue = size_threshold_mib
+    request = harness.request()
+    request.process_queue.put_messages([MessageExt(TOPIC, b"x" * size, queue_offset=offset)
+                                        for offset, size in enumerate(bodies)])
+    harness.pull(request)
+    [(_, delay)] = harness.tasks
+    assert delay == PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL  # RocketMQ's re-check stays as the fallback
+    assert harness.pulled_from == [] and harness.later == [] and harness.started == []
+    return request
+
+
+def test_flow_control_by_count_resumes_once_the_cache_drains_to_the_ratio() -> None:
+    harness = Harness()                                  # flow_control_resume_ratio 0.5 by default
+    request = _flow_controlled(harness, count_threshold=4, size_threshold_mib=100, bodies=[1] * 6)
+    pq = request.process_queue
+    offsets = iter(range(6))
+    pq.remove_messages([MessageExt(TOPIC, b"x", queue_offset=next(offsets)) for _ in range(3)])
+    assert harness.started == []                         # 3 held, over half of 4
+    pq.remove_messages([MessageExt(TOPIC, b"x", queue_offset=next(offsets))])
+    assert harness.started == [request]                  # 2 held: the pull goes on before the 50 ms
+    [(recheck, _)] = harness.tasks
+    recheck()                                            # the re-check then finds the pull resumed
+    pq.remove_messages([MessageExt(TOPIC, b"x", queue_offset=offset) for offset in offsets])
+    assert harness.started == [request]
+
+
+def test_flow_control_by_size_resumes_below_half_of_both_thresholds() -> None:
+    harness = Harness()
+    harness.consumer.settings.flow_control_resume_ratio = 0.25
+    # 3 MiB cached over a 2 MiB threshold; the count threshold (1000) is far away
+    request = _flow_controlled(harness, count_threshold=1000, size_threshold_mib=2, bodies=[MIB] * 3)
+    pq = request.process_queue
+    pq.remove_messages([MessageExt(TOPIC, b"x", queue_offset=0)])
+    pq.remove_messages([MessageExt(TOPIC, b"x", queue_offset=1)])
+    assert harness.started == []                         # 1 MiB held, over a quarter of 2 MiB
+    pq.remove_messages([MessageExt(TOPIC, b"x", queue_offset=2)])
+    assert harness.started == [request]
+
+
+def test_flow_control_timer_first_resumes_once() -> None:
+    harness = Harness()
+    request = _flow_controlled(harness, count_threshold=4, size_threshold_mib=100, bodies=[1] * 6)
+    [(recheck, _)] = harness.tasks
+    recheck()                                            # the consumer was slow: the 50 ms re-check pulls
+    assert harness.started == [request]
+    request.process_queue.remove_messages([MessageExt(TOPIC, b"x", queue_offset=offset) for offset in range(6)])
+    assert harness.started == [request]                  # the drained cache does not pull a second time
 
 
 def _offset_illegal(harness: Harness) -> PullRequest:
@@ -353,7 +412,12 @@ def test_an_answer_that_could_trip_flow_control_is_taken_before_the_next_pull(li
     asyncio.run(_pull_and_settle(harness, request))
     # taken at once, so the next pull's own flow control saw the messages and held the pull back
     assert harness.held_at_pull == [0] and harness.pulled_from == [5]
-    assert harness.later == [(request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)]
+    if limit == "span":
+        assert harness.later == [(request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)]
+    else:  # the re-check, which the drained cache may bring forward
+        assert harness.later == []
+        assert [delay for _, delay in harness.tasks] == [PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL]
+    assert harness.started == []
     assert request.process_queue.msg_count == 8 and len(harness.consumer.submitted) == 1
 
 

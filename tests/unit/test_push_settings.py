@@ -174,3 +174,12 @@ def test_consume_bundle_time_is_checked() -> None:
     for bad in (-0.1, 2.0, "1"):
         with pytest.raises(MQClientError, match="consume_bundle_time"):
             PushConsumerSettings(consume_bundle_time=bad)  # type: ignore[arg-type]
+
+
+def test_flow_control_resume_ratio_is_checked() -> None:
+    assert PushConsumerSettings().flow_control_resume_ratio == 0.5
+    assert PushConsumerSettings(flow_control_resume_ratio=0).flow_control_resume_ratio == 0
+    assert PushConsumerSettings(flow_control_resume_ratio=1).flow_control_resume_ratio == 1
+    for bad in (-0.1, 1.5, "0.5", True):
+        with pytest.raises(MQClientError, match="flow_control_resume_ratio"):
+            PushConsumerSettings(flow_control_resume_ratio=bad)  # type: ignore[arg-type]

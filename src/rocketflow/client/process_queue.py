@@ -429,6 +429,10 @@ class ProcessQueue:
         self._msg_acc_cnt = 0
         self._try_unlock_times = 0
         self._consuming = False
+        #: called once the cache has drained to these marks (`call_when_drained`)
+        self._drained_callback: Callable[[], None] | None = None
+        self._drained_max_count = 0
+        self._drained_max_size = 0
 
         now = self._clock()
         self.dropped = False
@@ -491,9 +495,11 @@ class ProcessQueue:
             self._msg_count -= removed_count
             self._msg_size -= removed_size
             self._reset_size_if_empty()
-            if tree:
-                return tree.first_offset()
-            return self._queue_offset_max + 1
+            offset = tree.first_offset() if tree else self._queue_offset_max + 1
+            drained = self._pop_drained_callback()
+        if drained is not None:
+            drained()
+        return offset
 
     def expired_messages(
         self, now_ms: int | None = None, max_count: int = DEFAULT_EXPIRED_SCAN_MAX
@@ -562,7 +568,10 @@ class ProcessQueue:
             consuming.clear()
             self._msg_count -= held
             self._reset_size_if_empty()
-            return last_offset + 1
+            drained = self._pop_drained_callback()
+        if drained is not None:
+            drained()
+        return last_offset + 1
 
     def commit_below(self, offset: int) -> int:
         """Finish the messages being consumed whose offsets are below ``offset``; return the largest + 1.
@@ -580,7 +589,10 @@ class ProcessQueue:
                 self._msg_size -= len(msg.body)
             self._msg_count -= len(below)
             self._reset_size_if_empty()
-            return int(below[-1]) + 1
+            drained = self._pop_drained_callback()
+        if drained is not None:
+            drained()
+        return int(below[-1]) + 1
 
     def rollback(self) -> None:
         """Put every message being consumed back among the pulled ones."""
@@ -730,6 +742,32 @@ class ProcessQueue:
     def _reset_size_if_empty(self) -> None:
         if self._msg_count == 0:
             self._msg_size = 0
+
+    # -- waiting for the cache to drain ----------------------------------------------------------------
+    def call_when_drained(self, callback: Callable[[], None], max_count: int, max_size: int) -> None:
+        """Call ``callback`` once this queue caches at most ``max_count`` messages and ``max_size`` body bytes.
+
+        At once when it already does; otherwise from the thread whose removal (`remove_messages`,
+        `commit`, `commit_below`) brings the cache there, after that removal. A later registration
+        replaces one that has not been called yet. The pull service uses it to end a flow-control pause
+        early.
+        """
+        with self._lock:
+            if self._msg_count > max_count or self._msg_size > max_size:
+                self._drained_callback = callback
+                self._drained_max_count = max_count
+                self._drained_max_size = max_size
+                return
+            self._drained_callback = None
+        callback()
+
+    def _pop_drained_callback(self) -> Callable[[], None] | None:
+        """The `call_when_drained` callback when the cache is down to its marks (caller holds the lock)."""
+        callback = self._drained_callback
+        if callback is None or self._msg_count > self._drained_max_count or self._msg_size > self._drained_max_size:
+            return None
+        self._drained_callback = None
+        return callback
 
     def __repr__(self) -> str:
         with self._lock:

@@ -170,6 +170,8 @@ class PullMessageService:
         self._queue_flow_control_times = 0
         self._size_flow_control_times = 0
         self._span_flow_control_times = 0
+        #: flow-control pauses ended by the drained cache before the re-check
+        self._drained_resume_times = 0
 
     # ------------------------------------------------------------------ scheduling
 
@@ -257,7 +259,7 @@ class PullMessageService:
             return False
         cached_count = pq.msg_count
         if cached_count > consumer.pull_threshold_for_queue:
-            self.execute_pull_request_later(request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
+            self._pull_when_drained(request)
             if self._queue_flow_control_times % _FLOW_CONTROL_LOG_EVERY == 0:
                 logger.warning("%s: %s holds %d messages (threshold %d): flow control (%d times)", consumer.group,
                                request.message_queue, cached_count, consumer.pull_threshold_for_queue,
@@ -266,7 +268,7 @@ class PullMessageService:
             return False
         cached_mib = pq.msg_size // _MIB
         if cached_mib > consumer.pull_threshold_size_for_queue:
-            self.execute_pull_request_later(request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
+            self._pull_when_drained(request)
             if self._size_flow_control_times % _FLOW_CONTROL_LOG_EVERY == 0:
                 logger.warning("%s: %s holds %d MiB (threshold %d MiB): flow control (%d times)", consumer.group,
                                request.message_queue, cached_mib, consumer.pull_threshold_size_for_queue,
@@ -343,6 +345,34 @@ class PullMessageService:
             self._rewind(request)
             self.execute_pull_request_later(request, exception_delay)
             return False
+
+    def _pull_when_drained(self, request: PullRequest) -> None:
+        """Flow control on the cache's count or size: pull ``request`` again after
+        PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL (RocketMQ's re-check), or as soon as consumption has drained
+        the cache to ``flow_control_resume_ratio`` of both thresholds, whichever comes first.
+
+        RocketMQ only re-checks, so a queue that drains within the 50 ms sits empty until then, and with a
+        fast listener every queue does: the consume threads went idle ~15% of the time.
+        """
+        consumer = self.consumer
+        ratio = consumer.settings.flow_control_resume_ratio
+        if ratio <= 0:
+            self.execute_pull_request_later(request, PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
+            return
+        resumed = False
+
+        def resume(drained: bool) -> None:  # on the loop, from the timer or the drained cache, whichever is first
+            nonlocal resumed
+            if not resumed:
+                resumed = True
+                if drained:
+                    self._drained_resume_times += 1
+                self._start_pull(request)
+
+        self.execute_task_later(lambda: resume(False), PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL)
+        request.process_queue.call_when_drained(
+            lambda: self._on_loop(resume, True), int(consumer.pull_threshold_for_queue * ratio),
+            int(consumer.pull_threshold_size_for_queue * _MIB * ratio))
 
     def _on_pull_result(self, request: PullRequest, result: PullResult, subscription: SubscriptionData,
                         begin: float) -> bool:

@@ -155,6 +155,10 @@ class PushConsumerSettings:
     shutdown_timeout: float = 30.0
     #: A fast listener's calls are made in a row for about this long (seconds; 0: one call per hand-over).
     consume_bundle_time: float = 0.001
+    #: A queue paused by ``pull_threshold_for_queue`` or ``pull_threshold_size_for_queue`` is pulled again
+    #: after 50 ms, as RocketMQ re-checks, or as soon as consumption has brought its cache down to this
+    #: fraction of both thresholds, whichever comes first (0: the 50 ms re-check only, as RocketMQ).
+    flow_control_resume_ratio: float = 0.5
     #: Root of broadcasting consumers' offset files (None: ``~/.rocketmq_offsets``).
     local_offset_store_dir: str | Path | None = None
     #: record SubBefore/SubAfter message traces (``enableMsgTrace``) to ``trace_topic``
@@ -190,6 +194,9 @@ class PushConsumerSettings:
                                 f"got {max_reconsume!r}")
         _check_seconds("pull_interval", self.pull_interval, 0.0, 65.535, allow_zero=True)
         _check_seconds("consume_bundle_time", self.consume_bundle_time, 0.0, 1.0, allow_zero=True)
+        ratio = self.flow_control_resume_ratio
+        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
+            raise MQClientError(f"flow_control_resume_ratio must be a number in 0..1, got {ratio!r}")
         for name in ("consume_timeout", "lock_interval", "lock_max_live_time", "pull_max_idle_time",
                      "max_time_consume_continuously", "shutdown_timeout"):
             _check_seconds(name, getattr(self, name), 0.0, None, allow_zero=False)

@@ -176,6 +176,55 @@ def test_flow_control_caps_cached_messages_per_queue(cluster: DevCluster, produc
     assert len(set(recorder.keys())) == 60
 
 
+def test_a_flow_controlled_queue_resumes_once_its_cache_has_drained(cluster: DevCluster, producer: Producer,
+                                                                    consumers: list[PushConsumer]) -> None:
+    """The pause over `pull_threshold_for_queue` ends when the consume threads bring the cache down to half
+    the threshold, not only at RocketMQ's 50 ms re-check: each round fills the cache past the threshold while
+    the listener is held, then lets it drain at once."""
+    topic = "PushFlowResumeT"
+    make_topic(cluster, topic, 1)
+    rounds = 3
+    send(producer, topic, 60 * rounds)
+    permits = threading.Semaphore(0)
+    recorder = Recorder()
+
+    def listener(msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
+        assert permits.acquire(timeout=20)
+        recorder.record(msgs, context.message_queue)
+        return SUCCESS
+
+    consumer = new_consumer(cluster, "cg_push_flow_resume", "push-flow-resume", consume_from=FIRST,
+                            pull_threshold_for_queue=10, pull_batch_size=4, consume_thread_min=2,
+                            consume_thread_max=2)
+    consumer.subscribe(topic)
+    consumer.register_concurrent_listener(listener)
+    consumer.start()
+    consumers.append(consumer)
+    mq = MessageQueue(topic, cluster.broker_config.broker_name, 0)
+    wait_until(lambda: mq in consumer.rebalance.process_queue_table)
+    pq = consumer.rebalance.process_queue_table[mq]
+    pull_service = consumer._pull_service
+    assert pull_service is not None
+    consumed = 0
+    for _ in range(rounds):
+        wait_until(lambda: pq.msg_count > 10)               # paused: over the threshold
+        before = pull_service._drained_resume_times
+        held = pq.msg_count
+        for _ in range(held):
+            permits.release()
+        consumed += held
+        recorder.wait_for(consumed)
+        wait_until(lambda: pq.msg_count > 0 or recorder.count() >= 60 * rounds)
+        if pull_service._drained_resume_times > before:
+            break
+    else:
+        pytest.fail("three pauses all ended at the 50 ms re-check: the drained cache never resumed the pull")
+    for _ in range(60 * rounds):
+        permits.release()
+    recorder.wait_for(60 * rounds)
+    assert len(set(recorder.keys())) == 60 * rounds
+
+
 @pytest.mark.parametrize(("max_span", "batch"), [(5, 4), (12, 8)], ids=["taken-at-once", "taken-after-the-next-pull"])
 def test_offset_span_flow_control(cluster: DevCluster, producer: Producer, consumers: list[PushConsumer],
                                   max_span: int, batch: int) -> None:
