@@ -6,7 +6,7 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
 import pytest
 from client_helpers import client_threads, wait_until
@@ -25,6 +25,7 @@ from rocketflow.client import (
     MQClientError,
 )
 from rocketflow.client.consume_context import CMResult
+from rocketflow.client.process_queue import ProcessQueue
 from rocketflow.protocol.bodies import ConsumerRunningInfo
 from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.remoting.codes import RequestCode, ResponseCode
@@ -140,31 +141,38 @@ def test_async_listeners_run_on_the_client_loop(cluster: DevCluster, producer: P
     wait_until(lambda: sum(consumer.committed_offsets("PushAsyncT").values()) == 50)
 
 
-# batches of 8 queue units or more are put after the next pull goes out (`ANSWER_LATER_MIN_UNITS`)
-@pytest.mark.parametrize("batch", [4, 8], ids=["taken-at-once", "taken-after-the-next-pull"])
-def test_flow_control_caps_cached_messages_per_queue(cluster: DevCluster, producer: Producer,
-                                                     consumers: list[PushConsumer], batch: int) -> None:
-    topic = f"PushFlowT{batch}"
+def held_consumer(cluster: DevCluster, producer: Producer, consumers: list[PushConsumer], name: str, count: int,
+                  let_through: Callable[[], bool], **settings: object) -> tuple[ProcessQueue, Recorder]:
+    """A two-thread consumer of a new one-queue topic of ``count`` messages whose listener calls each wait for
+    ``let_through()`` (True once let through); its process queue and what it consumed."""
+    topic = f"Push{name}T"
     make_topic(cluster, topic, 1)
-    send(producer, topic, 60)
-    release = threading.Event()
+    send(producer, topic, count)
     recorder = Recorder()
 
     def listener(msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
-        assert release.wait(20)
+        assert let_through()
         recorder.record(msgs, context.message_queue)
         return SUCCESS
 
-    consumer = new_consumer(cluster, f"cg_push_flow{batch}", f"push-flow{batch}", consume_from=FIRST,
-                            pull_threshold_for_queue=10, pull_batch_size=batch, consume_thread_min=2,
-                            consume_thread_max=2)
+    consumer = new_consumer(cluster, f"cg_push_{name}", f"push-{name}", consume_from=FIRST, consume_thread_min=2,
+                            consume_thread_max=2, **settings)
     consumer.subscribe(topic)
     consumer.register_concurrent_listener(listener)
     consumer.start()
     consumers.append(consumer)
     mq = MessageQueue(topic, cluster.broker_config.broker_name, 0)
     wait_until(lambda: mq in consumer.rebalance.process_queue_table)
-    pq = consumer.rebalance.process_queue_table[mq]
+    return consumer.rebalance.process_queue_table[mq], recorder
+
+
+# batches of 8 queue units or more are put after the next pull goes out (`ANSWER_LATER_MIN_UNITS`)
+@pytest.mark.parametrize("batch", [4, 8], ids=["taken-at-once", "taken-after-the-next-pull"])
+def test_flow_control_caps_cached_messages_per_queue(cluster: DevCluster, producer: Producer,
+                                                     consumers: list[PushConsumer], batch: int) -> None:
+    release = threading.Event()
+    pq, recorder = held_consumer(cluster, producer, consumers, f"Flow{batch}", 60, lambda: release.wait(20),
+                                 pull_threshold_for_queue=10, pull_batch_size=batch)
     highest = 0
     deadline = time.monotonic() + 1.0
     while time.monotonic() < deadline:
@@ -181,28 +189,11 @@ def test_a_flow_controlled_queue_resumes_once_its_cache_has_drained(cluster: Dev
     """The pause over `pull_threshold_for_queue` ends when the consume threads bring the cache down to half
     the threshold, not only at RocketMQ's 50 ms re-check: each round fills the cache past the threshold while
     the listener is held, then lets it drain at once."""
-    topic = "PushFlowResumeT"
-    make_topic(cluster, topic, 1)
     rounds = 3
-    send(producer, topic, 60 * rounds)
     permits = threading.Semaphore(0)
-    recorder = Recorder()
-
-    def listener(msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
-        assert permits.acquire(timeout=20)
-        recorder.record(msgs, context.message_queue)
-        return SUCCESS
-
-    consumer = new_consumer(cluster, "cg_push_flow_resume", "push-flow-resume", consume_from=FIRST,
-                            pull_threshold_for_queue=10, pull_batch_size=4, consume_thread_min=2,
-                            consume_thread_max=2)
-    consumer.subscribe(topic)
-    consumer.register_concurrent_listener(listener)
-    consumer.start()
-    consumers.append(consumer)
-    mq = MessageQueue(topic, cluster.broker_config.broker_name, 0)
-    wait_until(lambda: mq in consumer.rebalance.process_queue_table)
-    pq = consumer.rebalance.process_queue_table[mq]
+    pq, recorder = held_consumer(cluster, producer, consumers, "FlowResume", 60 * rounds,
+                                 lambda: permits.acquire(timeout=20), pull_threshold_for_queue=10, pull_batch_size=4)
+    consumer = consumers[-1]
     pull_service = consumer._pull_service
     assert pull_service is not None
     consumed = 0
@@ -228,27 +219,9 @@ def test_a_flow_controlled_queue_resumes_once_its_cache_has_drained(cluster: Dev
 @pytest.mark.parametrize(("max_span", "batch"), [(5, 4), (12, 8)], ids=["taken-at-once", "taken-after-the-next-pull"])
 def test_offset_span_flow_control(cluster: DevCluster, producer: Producer, consumers: list[PushConsumer],
                                   max_span: int, batch: int) -> None:
-    topic = f"PushSpanT{batch}"
-    make_topic(cluster, topic, 1)
-    send(producer, topic, 40)
     release = threading.Event()
-    recorder = Recorder()
-
-    def listener(msgs: list[MessageExt], context: ConsumeConcurrentlyContext) -> ConsumeConcurrentlyStatus:
-        assert release.wait(20)
-        recorder.record(msgs, context.message_queue)
-        return SUCCESS
-
-    consumer = new_consumer(cluster, f"cg_push_span{batch}", f"push-span{batch}", consume_from=FIRST,
-                            consume_concurrently_max_span=max_span, pull_batch_size=batch, consume_thread_min=2,
-                            consume_thread_max=2)
-    consumer.subscribe(topic)
-    consumer.register_concurrent_listener(listener)
-    consumer.start()
-    consumers.append(consumer)
-    mq = MessageQueue(topic, cluster.broker_config.broker_name, 0)
-    wait_until(lambda: mq in consumer.rebalance.process_queue_table)
-    pq = consumer.rebalance.process_queue_table[mq]
+    pq, recorder = held_consumer(cluster, producer, consumers, f"Span{batch}", 40, lambda: release.wait(20),
+                                 consume_concurrently_max_span=max_span, pull_batch_size=batch)
     wait_until(lambda: pq.max_span > max_span)
     time.sleep(0.5)
     # nothing is consumed: pulling stops once the cached offsets span more than max_span, one batch past it at most
