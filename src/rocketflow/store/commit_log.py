@@ -1400,7 +1400,9 @@ class CommitLog:
             mapped.set_positions(position)
 
     def flush(self) -> int:
-        return self.files.flush()
+        """fsync every dirty segment; returns the flushed offset."""
+        self.files.flush()
+        return self.files.flushed_offset
 
     def close(self) -> None:
         self.files.close()

@@ -320,8 +320,9 @@ class ConsumeQueue:
         self.correct_min_offset(min_phys_offset)
         return count
 
-    def flush(self) -> None:
-        self.files.flush()
+    def flush(self, least_pages: int = 0) -> bool:
+        """fsync the queue's files (with `least_pages`, those with that many dirty pages); whether all are clean."""
+        return self.files.flush(least_pages)
 
     def close(self) -> None:
         self.files.close()

@@ -369,12 +369,20 @@ class MappedFileQueue:
         for mapped in doomed:
             mapped.destroy()
 
-    def flush(self) -> int:
-        """fsync every segment with unflushed bytes; returns the flushed offset."""
+    def flush(self, least_pages: int = 0) -> bool:
+        """fsync every segment with unflushed bytes; with `least_pages`, only a full segment or one with at
+        least that many dirty pages (RocketMQ's ``isAbleToFlush``). Returns whether nothing is left unflushed."""
+        clean = True
         for mapped in self.files:
-            if mapped.flushed_position < mapped.wrote_position:
+            wrote, flushed = mapped.wrote_position, mapped.flushed_position
+            if flushed >= wrote:
+                continue
+            if (least_pages <= 0 or wrote >= mapped.file_size
+                    or wrote // PAGE_SIZE - flushed // PAGE_SIZE >= least_pages):
                 mapped.flush()
-        return self.flushed_offset
+            else:
+                clean = False
+        return clean
 
     def truncate_dirty(self, offset: int) -> None:
         """Drop everything at or after `offset`: later segments are deleted, the one holding it is cut."""

@@ -250,8 +250,9 @@ class MessageStore:
                 self.commit_log, self.flush_stats, config.flush_interval_commit_log_ms,
                 config.flush_commit_log_least_pages, config.flush_commit_log_thorough_interval_ms,
                 config.release_flushed_pages)
+        self._last_thorough_logics_flush = time.monotonic()
         self._cq_flush_service = ConsumeQueueFlushService(config.flush_interval_consume_queue_ms,
-                                                          self._flush_logics_and_checkpoint)
+                                                          self._flush_logics_periodically)
         self._flush_service.start()
         self._cq_flush_service.start()
         self.clean_service.start()
@@ -355,16 +356,31 @@ class MessageStore:
         self.commit_log.topic_queue_table = table
 
     # ------------------------------------------------------------------ flush / checkpoint
-    def _flush_logics_and_checkpoint(self, *, sync_index: bool | None = None) -> None:
-        """fsync the consume queues and the index (all of it with ``sync_index``, by default when
-        `message_index_safe`; else only its full files), then save the checkpoint."""
+    def _flush_logics_periodically(self) -> None:
+        """The consume-queue flush service's round, as RocketMQ's: the consume-queue files with at least
+        `flush_consume_queue_least_pages` dirty pages, every dirty one once
+        `flush_consume_queue_thorough_interval_ms` has passed since the last such round."""
+        config = self.config
+        least_pages = config.flush_consume_queue_least_pages
+        now = time.monotonic()
+        if now - self._last_thorough_logics_flush >= config.flush_consume_queue_thorough_interval_ms / 1000:
+            least_pages = 0
+            self._last_thorough_logics_flush = now
+        self._flush_logics_and_checkpoint(least_pages=least_pages)
+
+    def _flush_logics_and_checkpoint(self, *, sync_index: bool | None = None, least_pages: int = 0) -> None:
+        """fsync the consume queues (with `least_pages`, only files with that many dirty pages) and the index
+        (all of it with ``sync_index``, by default when `message_index_safe`; else only its full files), then
+        save the checkpoint. Its consume-queue offset advances only when no queue was left dirty."""
         if sync_index is None:
             sync_index = self.config.message_index_safe
         with self._checkpoint_lock:
             dispatched = self.dispatcher.dispatched_offset
             logics_ts = self._last_store_timestamp
+            logics_clean = True
             for queue in self.consume_queues:
-                queue.flush()
+                if not queue.flush(least_pages):
+                    logics_clean = False
                 self.flush_stats.consume_queue_flushes += 1
             self.index.flush(open_file=sync_index)
             checkpoint = self.checkpoint
@@ -372,8 +388,9 @@ class MessageStore:
             if flushed > checkpoint.physic_offset:
                 checkpoint.physic_offset = flushed
                 checkpoint.physic_msg_timestamp = logics_ts
-            checkpoint.logics_phys_offset = max(checkpoint.logics_phys_offset, dispatched)
-            checkpoint.logics_msg_timestamp = max(checkpoint.logics_msg_timestamp, logics_ts)
+            if logics_clean:
+                checkpoint.logics_phys_offset = max(checkpoint.logics_phys_offset, dispatched)
+                checkpoint.logics_msg_timestamp = max(checkpoint.logics_msg_timestamp, logics_ts)
             checkpoint.index_msg_timestamp = max(checkpoint.index_msg_timestamp, self.index.synced_end_timestamp)
             values = (checkpoint.physic_msg_timestamp, checkpoint.logics_msg_timestamp,
                       checkpoint.index_msg_timestamp, checkpoint.physic_offset, checkpoint.logics_phys_offset)
