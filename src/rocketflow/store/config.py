@@ -91,7 +91,6 @@ class StoreConfig:
     delete_files_batch_max: int = 10
     clean_resource_interval_ms: int = 10_000
     max_message_size: int = 4 * 1024 * 1024
-    max_topic_length: int = 127
     max_properties_size: int = 32767
     #: hash slots and entries per index file (`maxHashSlotNum`, `maxIndexNum`)
     max_hash_slot_num: int = 5_000_000
