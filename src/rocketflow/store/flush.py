@@ -202,16 +202,30 @@ def _resolve(future: concurrent.futures.Future[AppendResult], result: AppendResu
 
 
 class ConsumeQueueFlushService(ServiceThread):
-    """Flushes consume queues and index every `flush_interval_consume_queue_ms`, then the checkpoint."""
+    """Flushes consume queues and index every `flush_interval_consume_queue_ms`, then the checkpoint.
+
+    As RocketMQ's: a round flushes the consume-queue files with at least `least_pages` dirty pages, and
+    every dirty one once `thorough_interval_ms` has passed since the last such round (and at shutdown).
+    ``flush_all(least_pages)`` does the work.
+    """
 
     name = "flush-consumequeue"
 
-    def __init__(self, interval_ms: int, flush_all: Callable[[], None]) -> None:
+    def __init__(self, interval_ms: int, least_pages: int, thorough_interval_ms: int,
+                 flush_all: Callable[[int], None]) -> None:
         super().__init__(interval_ms / 1000)
+        self.least_pages = least_pages
+        self.thorough_interval_s = thorough_interval_ms / 1000
         self._flush_all = flush_all
+        self._last_thorough = time.monotonic()
 
     def run_once(self) -> None:
-        self._flush_all()
+        least_pages = self.least_pages
+        now = time.monotonic()
+        if now - self._last_thorough >= self.thorough_interval_s:
+            least_pages = 0
+            self._last_thorough = now
+        self._flush_all(least_pages)
 
     def on_shutdown(self) -> None:
-        self._flush_all()
+        self._flush_all(0)

@@ -250,9 +250,10 @@ class MessageStore:
                 self.commit_log, self.flush_stats, config.flush_interval_commit_log_ms,
                 config.flush_commit_log_least_pages, config.flush_commit_log_thorough_interval_ms,
                 config.release_flushed_pages)
-        self._last_thorough_logics_flush = time.monotonic()
-        self._cq_flush_service = ConsumeQueueFlushService(config.flush_interval_consume_queue_ms,
-                                                          self._flush_logics_periodically)
+        self._cq_flush_service = ConsumeQueueFlushService(
+            config.flush_interval_consume_queue_ms, config.flush_consume_queue_least_pages,
+            config.flush_consume_queue_thorough_interval_ms,
+            lambda least_pages: self._flush_logics_and_checkpoint(least_pages=least_pages))
         self._flush_service.start()
         self._cq_flush_service.start()
         self.clean_service.start()
@@ -356,18 +357,6 @@ class MessageStore:
         self.commit_log.topic_queue_table = table
 
     # ------------------------------------------------------------------ flush / checkpoint
-    def _flush_logics_periodically(self) -> None:
-        """The consume-queue flush service's round, as RocketMQ's: the consume-queue files with at least
-        `flush_consume_queue_least_pages` dirty pages, every dirty one once
-        `flush_consume_queue_thorough_interval_ms` has passed since the last such round."""
-        config = self.config
-        least_pages = config.flush_consume_queue_least_pages
-        now = time.monotonic()
-        if now - self._last_thorough_logics_flush >= config.flush_consume_queue_thorough_interval_ms / 1000:
-            least_pages = 0
-            self._last_thorough_logics_flush = now
-        self._flush_logics_and_checkpoint(least_pages=least_pages)
-
     def _flush_logics_and_checkpoint(self, *, sync_index: bool | None = None, least_pages: int = 0) -> None:
         """fsync the consume queues (with `least_pages`, only files with that many dirty pages) and the index
         (all of it with ``sync_index``, by default when `message_index_safe`; else only its full files), then

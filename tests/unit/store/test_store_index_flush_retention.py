@@ -252,31 +252,36 @@ def test_consume_queues_flush_as_rocketmq_least_pages_then_thoroughly(make_store
     pages waits for a later round; the checkpoint's consume-queue offset advances only when none was left."""
     store = make_store(flush_interval_consume_queue_ms=600_000, consume_queue_segment_units=4096,
                        commit_log_segment_size=1 << 20)
+    service = store._cq_flush_service
+    assert service is not None
+    flush_round = service.run_once                                        # the service's round, run here
     store.put_messages([request(queue_id=0) for _ in range(10)])          # 200 bytes: one dirty page
     queue = store.consume_queues.find("T", 0)
     assert queue is not None
     segment = queue.files.files[0]
-    store._flush_logics_periodically()
+    flush_round()
     assert segment.flushed_position == 0 and store.checkpoint.logics_phys_offset == 0
     store.put_messages([request(queue_id=0) for _ in range(400)])         # 8,200 bytes: pages 0..2 dirty
-    store._flush_logics_periodically()
+    flush_round()
     assert segment.flushed_position == 410 * 20
     assert store.checkpoint.logics_phys_offset == store.dispatcher.dispatched_offset > 0
     advanced = store.checkpoint.logics_phys_offset
     store.put_messages([request(queue_id=0) for _ in range(5)])           # within one page again
-    store._flush_logics_periodically()
+    flush_round()
     assert segment.flushed_position == 410 * 20 and store.checkpoint.logics_phys_offset == advanced
-    store._last_thorough_logics_flush -= store.config.flush_consume_queue_thorough_interval_ms / 1000
-    store._flush_logics_periodically()                                    # the thorough round flushes it all
+    service._last_thorough -= service.thorough_interval_s
+    flush_round()                                                         # the thorough round flushes it all
     assert segment.flushed_position == 415 * 20
     assert store.checkpoint.logics_phys_offset == store.dispatcher.dispatched_offset > advanced
 
 
 def test_a_full_consume_queue_file_is_flushed_whatever_its_dirty_pages(make_store: Callable[..., MessageStore]) -> None:
     store = make_store(flush_interval_consume_queue_ms=600_000)           # 8 units (160 bytes) a file
+    assert store._cq_flush_service is not None
+    flush_round = store._cq_flush_service.run_once
     store.put_messages([request(queue_id=1) for _ in range(10)])
     queue = store.consume_queues.find("T", 1)
     assert queue is not None
     full, partial = queue.files.files
-    store._flush_logics_periodically()
+    flush_round()
     assert full.flushed_position == 160 and partial.flushed_position == 0
