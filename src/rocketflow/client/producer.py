@@ -382,7 +382,8 @@ class Producer:
                                  timeout=max(timeout - (time.monotonic() - started), 0.001))
             remaining = timeout - (time.monotonic() - started)
             try:
-                return await asyncio.wait_for(reply, max(remaining, 0.0))
+                async with asyncio.timeout(max(remaining, 0.0)):
+                    return await reply
             except TimeoutError:
                 raise MQTimeoutError(f"sent the request to {msg.topic!r}, but no reply came within "
                                      f"{timeout * 1000:.0f} ms") from None

@@ -237,7 +237,8 @@ class TraceDispatcher:
             if self._wake is not None:
                 self._wake.set()
             try:
-                await asyncio.wait_for(asyncio.shield(task), timeout)
+                async with asyncio.timeout(timeout):
+                    await asyncio.shield(task)
             except TimeoutError:
                 task.cancel()
 
@@ -258,7 +259,8 @@ class TraceDispatcher:
             wake = self._wake
             if wake is not None:
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(wake.wait(), TRACE_FLUSH_SECONDS)
+                    async with asyncio.timeout(TRACE_FLUSH_SECONDS):
+                        await wake.wait()
             records = self._take()
             if records:
                 await self._send(records)

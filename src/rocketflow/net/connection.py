@@ -690,7 +690,8 @@ class Channel(asyncio.Protocol):
         """Close gracefully; abort if the peer does not take the remaining data within ``timeout``."""
         self.close()
         try:
-            await asyncio.wait_for(asyncio.shield(self._closed_waiter), timeout)
+            async with asyncio.timeout(timeout):
+                await asyncio.shield(self._closed_waiter)
         except TimeoutError:
             self.abort()
             await asyncio.shield(self._closed_waiter)

@@ -6,8 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import random
 import re
 import signal
+import socket
 import subprocess
 import sys
 from collections.abc import AsyncIterator
@@ -289,6 +291,33 @@ def test_the_broker_command_takes_role_and_id(tmp_path: Path) -> None:
         if process.poll() is None:
             process.kill()
             process.wait()
+
+
+def test_a_slave_stops_at_any_moment_of_its_reconnect_loop(tmp_path: Path) -> None:
+    """Stopping replication always ends it, even when the stop lands as a connection attempt fails.
+
+    (asyncio.wait_for on Python 3.11 drops a cancellation that arrives as the awaited call
+    completes; the replication loop then ran on and the broker's stop never returned.)
+    """
+    async def main() -> None:
+        with socket.socket() as probe:
+            probe.bind(("127.0.0.1", 0))
+            refused = f"127.0.0.1:{probe.getsockname()[1]}"  # closed again: connecting is refused
+        store = MessageStore(StoreConfig(store_root=tmp_path / "slave", broker_role=BrokerRole.SLAVE,
+                                         ha_send_heartbeat_interval_ms=1, commit_log_segment_size=64 * 1024))
+        store.start()
+        rng = random.Random(7)
+        try:
+            for _ in range(200):
+                ha = HAClient(store, refused)
+                await ha.start()
+                await asyncio.sleep(rng.random() * 0.004)
+                async with asyncio.timeout(5):
+                    await ha.stop()
+        finally:
+            store.shutdown()
+
+    asyncio.run(main())
 
 
 def test_sync_master_acknowledged_sends_survive_kill_9_of_the_master(tmp_path: Path) -> None:

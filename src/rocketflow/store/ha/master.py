@@ -91,7 +91,8 @@ class HAService:
         entry = (offset, next(self._sequence), future)
         bisect.insort(self._waiters, entry, key=lambda item: (item[0], item[1]))
         try:
-            return await asyncio.wait_for(future, timeout)
+            async with asyncio.timeout(timeout):
+                return await future
         except TimeoutError:
             return False
         finally:
@@ -190,7 +191,8 @@ class HAConnection:
         reports = OffsetReportReader()
         while not self._closed:
             try:
-                data = await asyncio.wait_for(self.reader.read(_READ_SIZE), service.housekeeping_interval)
+                async with asyncio.timeout(service.housekeeping_interval):
+                    data = await self.reader.read(_READ_SIZE)
             except TimeoutError:
                 log.warning("slave %s sent nothing for %.0f s: closing its replication connection", self.peer,
                             service.housekeeping_interval)
@@ -253,7 +255,8 @@ class HAConnection:
                     last_write = time.monotonic()
                     await writer.drain()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self.new_data.wait(), min(1.0, service.heartbeat_interval))
+                    async with asyncio.timeout(min(1.0, service.heartbeat_interval)):
+                        await self.new_data.wait()
         except (ConnectionError, OSError) as exc:
             log.info("slave %s: %s", self.peer, exc)
             self.close()

@@ -67,7 +67,8 @@ class HAClient:
             if address is None:
                 self._address_changed.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._address_changed.wait(), 1.0)
+                    async with asyncio.timeout(1.0):
+                        await self._address_changed.wait()
                 continue
             try:
                 await self._session(address)
@@ -83,11 +84,13 @@ class HAClient:
             if self.master_address == address:
                 self._address_changed.clear()
                 with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(self._address_changed.wait(), min(5.0, self.heartbeat_interval))
+                    async with asyncio.timeout(min(5.0, self.heartbeat_interval)):
+                        await self._address_changed.wait()
 
     async def _session(self, address: str) -> None:
         host, _, port = address.rpartition(":")
-        reader, writer = await asyncio.wait_for(asyncio.open_connection(host, int(port)), 5.0)
+        async with asyncio.timeout(5.0):
+            reader, writer = await asyncio.open_connection(host, int(port))
         self._writer = writer
         self.connected = True
         store = self.store
@@ -99,10 +102,10 @@ class HAClient:
             while True:
                 timeout = max(0.01, min(self.heartbeat_interval - (time.monotonic() - last_report),
                                         self.housekeeping_interval - (time.monotonic() - last_read)))
-                try:
-                    data = await asyncio.wait_for(reader.read(_READ_SIZE), timeout)
-                except TimeoutError:
-                    data = None
+                data: bytes | None = None
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):
+                        data = await reader.read(_READ_SIZE)
                 now = time.monotonic()
                 if data is not None:
                     if not data:
