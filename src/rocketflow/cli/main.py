@@ -83,6 +83,11 @@ _EVENT_LOOP_HELP = ("The asyncio event loop: uvloop when installed (auto), or th
 #: ``--event-loop`` of the server commands (choices: `rocketflow.net.event_loop.EventLoopKind`)
 _event_loop_option = click.option("--event-loop", type=click.Choice(["auto", "uvloop", "asyncio"]), default="auto",
                                   show_default=True, help=_EVENT_LOOP_HELP)
+#: ``--gc-freeze/--no-gc-freeze`` of the server commands
+_gc_freeze_option = click.option(
+    "--gc-freeze/--no-gc-freeze", default=True, show_default=True,
+    help="Once started, freeze the objects alive (gc.freeze) so that Python's full collections skip them: "
+         "~1 ms pauses instead of 10-15 ms.")
 _METRICS_HELP = "Serve Prometheus metrics at http://127.0.0.1:PORT/metrics [default: 0 = off]."
 
 
@@ -130,11 +135,12 @@ def _tls_options(command: Callable[..., None]) -> Callable[..., None]:
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE",
               help="Any name server setting as KEY=VALUE (RocketMQ camelCase or snake_case name); repeatable.")
 @_event_loop_option
+@_gc_freeze_option
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
 @_tls_options
 @_acl_option
 def namesrv(conf_file: str | None, host: str | None, port: int | None, settings: tuple[str, ...], event_loop: str,
-            verbose: bool, **tls: str | None) -> None:
+            gc_freeze: bool, verbose: bool, **tls: str | None) -> None:
     """Run a name server until SIGTERM / Ctrl-C (settings: -c file, then --set, then the options)."""
     from rocketflow.cli.servers import parse_namesrv_settings, run_namesrv, tls_overrides
 
@@ -142,7 +148,8 @@ def namesrv(conf_file: str | None, host: str | None, port: int | None, settings:
     overrides.update(tls_overrides(tls, server_only=True))
     explicit: dict[str, object | None] = {"host": host, "port": port}
     overrides.update({key: value for key, value in explicit.items() if value is not None})
-    run_namesrv(conf_file=conf_file, overrides=overrides, verbose=verbose, event_loop=event_loop)
+    run_namesrv(conf_file=conf_file, overrides=overrides, verbose=verbose, event_loop=event_loop,
+                gc_freeze=gc_freeze)
 
 
 @cli.command()
@@ -163,13 +170,14 @@ def namesrv(conf_file: str | None, host: str | None, port: int | None, settings:
 @click.option("--metrics-port", default=None, type=click.IntRange(0, 65535), help=_METRICS_HELP)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @_event_loop_option
+@_gc_freeze_option
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
 @_tls_options
 @_acl_option
 def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, port: int | None,
            store_dir: str | None, broker_name: str | None, cluster: str | None, broker_ip: str | None,
            flush: str | None, role: str | None, broker_id: int | None, metrics_port: int | None,
-           settings: tuple[str, ...], event_loop: str, verbose: bool, **tls: str | None) -> None:
+           settings: tuple[str, ...], event_loop: str, gc_freeze: bool, verbose: bool, **tls: str | None) -> None:
     """Run a broker until SIGTERM / Ctrl-C (offsets and configs are persisted at exit)."""
     from pathlib import Path
 
@@ -193,7 +201,7 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
         "broker_id": broker_id,
     }
     overrides.update({key: value for key, value in explicit.items() if value is not None})
-    run_broker(conf_file=conf_file, overrides=overrides, verbose=verbose, event_loop=event_loop)
+    run_broker(conf_file=conf_file, overrides=overrides, verbose=verbose, event_loop=event_loop, gc_freeze=gc_freeze)
 
 
 @cli.command()
@@ -208,11 +216,12 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
 @click.option("--metrics-port", default=None, type=click.IntRange(0, 65535), help=_METRICS_HELP)
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @_event_loop_option
+@_gc_freeze_option
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
 @_tls_options
 @_acl_option
 def dev(host: str, namesrv_port: int, broker_port: int, store_dir: str | None, keep: bool, slaves: int,
-        metrics_port: int | None, settings: tuple[str, ...], event_loop: str, verbose: bool,
+        metrics_port: int | None, settings: tuple[str, ...], event_loop: str, gc_freeze: bool, verbose: bool,
         **tls: str | None) -> None:
     """Run a name server and a broker in one process (the embedded default for demos and tests)."""
     from rocketflow.cli.servers import parse_settings, run_dev, tls_overrides
@@ -222,7 +231,7 @@ def dev(host: str, namesrv_port: int, broker_port: int, store_dir: str | None, k
     if metrics_port is not None:
         overrides["metrics_port"] = metrics_port
     run_dev(host=host, namesrv_port=namesrv_port, broker_port=broker_port, store_dir=store_dir, keep=keep,
-            overrides=overrides, verbose=verbose, slaves=slaves, event_loop=event_loop)
+            overrides=overrides, verbose=verbose, slaves=slaves, event_loop=event_loop, gc_freeze=gc_freeze)
 
 
 from rocketflow.cli.admin import admin as _admin_group  # noqa: E402  (after the other commands, on purpose)

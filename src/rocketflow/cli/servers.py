@@ -7,6 +7,7 @@ and runs until SIGTERM or Ctrl-C, then stops cleanly (the broker persists offset
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import re
 import signal
@@ -39,6 +40,16 @@ def _stop_on_signals() -> asyncio.Event:
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
     return stop
+
+
+def _settle_heap(enabled: bool) -> None:
+    """Once the server is up: collect, then freeze what is alive (modules, configs, the recovered
+    store's tables) out of the collector's way. A full collection then scans only what the server
+    allocated since: about 1 ms instead of 10-15 ms with the loop stopped (measured on the dev
+    server), which every client request in flight would wait for."""
+    if enabled:
+        gc.collect()
+        gc.freeze()
 
 
 def _run(main: Coroutine[Any, Any, None], loop_kind: str) -> None:
@@ -107,7 +118,7 @@ def parse_namesrv_settings(settings: Sequence[str]) -> dict[str, object]:
 
 
 def run_namesrv(*, conf_file: str | None, overrides: Mapping[str, object], verbose: bool = False,
-                event_loop: str = "auto") -> None:
+                event_loop: str = "auto", gc_freeze: bool = True) -> None:
     """A name server from a properties file (``-c``), then ``overrides`` (`NamesrvConfig` field names)."""
     _configure_logging(verbose)
     try:
@@ -119,6 +130,7 @@ def run_namesrv(*, conf_file: str | None, overrides: Mapping[str, object], verbo
         stop = _stop_on_signals()
         namesrv = NameServer(config)
         await namesrv.start()
+        _settle_heap(gc_freeze)
         click.echo(f"namesrv listening on {namesrv.address}")
         try:
             await stop.wait()
@@ -133,7 +145,7 @@ def run_namesrv(*, conf_file: str | None, overrides: Mapping[str, object], verbo
 
 
 def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbose: bool = False,
-               event_loop: str = "auto") -> None:
+               event_loop: str = "auto", gc_freeze: bool = True) -> None:
     _configure_logging(verbose)
     try:
         config = build_broker_config(overrides, conf_file=conf_file)
@@ -144,6 +156,7 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
         stop = _stop_on_signals()
         broker = BrokerController(config)
         await broker.start()
+        _settle_heap(gc_freeze)
         click.echo(f"broker {config.broker_name} listening on {broker.address}")
         if broker.ha_service is not None:
             click.echo(f"broker {config.broker_name} ({config.store.broker_role.value}) serves slaves on "
@@ -166,7 +179,8 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
 
 
 def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | None, keep: bool,
-            overrides: Mapping[str, object], verbose: bool = False, slaves: int = 0, event_loop: str = "auto") -> None:
+            overrides: Mapping[str, object], verbose: bool = False, slaves: int = 0, event_loop: str = "auto",
+            gc_freeze: bool = True) -> None:
     _configure_logging(verbose)
 
     async def main() -> None:
@@ -175,6 +189,7 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
                              store_dir=Path(store_dir) if store_dir else None, host=host, keep_store=keep,
                              broker_settings=overrides, slaves=slaves)
         await cluster.start()
+        _settle_heap(gc_freeze)
         click.echo(f"namesrv listening on {cluster.namesrv_addr}")
         click.echo(f"broker {cluster.broker_config.broker_name} listening on {cluster.broker_addr}")
         click.echo(f"store dir {cluster.store_dir}")

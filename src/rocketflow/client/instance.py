@@ -36,14 +36,13 @@ import threading
 import traceback
 import weakref
 from collections.abc import Awaitable, Callable, Coroutine, Iterable
-from typing import Any, ClassVar, Final, TypeVar, cast
+from typing import TYPE_CHECKING, Any, ClassVar, Final, TypeVar, cast
 
 from rocketflow import __version__
 from rocketflow.acl.signing import AclClientHook
 from rocketflow.client.api import ClientAPI
 from rocketflow.client.config import ClientConfig
 from rocketflow.client.errors import MQClientError, MQError, MQTimeoutError
-from rocketflow.client.metrics import ClientMetrics
 from rocketflow.client.request_reply import reply_from_push
 from rocketflow.client.route import (
     MASTER_ID,
@@ -79,6 +78,9 @@ from rocketflow.remoting.headers import (
     ReplyMessageRequestHeader,
     ResetOffsetRequestHeader,
 )
+
+if TYPE_CHECKING:  # prometheus_client is imported only when metrics are enabled
+    from rocketflow.client.metrics import ClientMetrics
 
 logger = logging.getLogger("rocketflow.client")
 
@@ -499,6 +501,8 @@ class ClientInstance:
             raise MQClientError(f"client instance {self.client_id} is not started; start a client first")
         if self.metrics is not None:
             raise MQClientError(f"metrics of client {self.client_id} are already served on {self.metrics.address}")
+        from rocketflow.client.metrics import ClientMetrics
+
         metrics = ClientMetrics(self)
         try:
             metrics.serve(port, host)
