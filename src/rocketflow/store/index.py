@@ -15,6 +15,7 @@ import logging
 import mmap
 import os
 import struct
+import sys
 import threading
 import time
 from collections.abc import Iterable, Sequence
@@ -103,6 +104,11 @@ def index_file_name(timestamp_ms: int) -> str:
     return moment.strftime("%Y%m%d%H%M%S") + f"{timestamp_ms % 1000:03d}"
 
 
+#: madvise(2) advice that maps a range's pages up front (Linux 5.14+; Python 3.11's mmap module has no name
+#: for it). Elsewhere, or on an older kernel, the pages are mapped as the inserts touch them.
+_MADV_POPULATE_READ = getattr(mmap, "MADV_POPULATE_READ", 22) if sys.platform == "linux" else None
+
+
 class IndexFile:
     """One index file mapped in full."""
 
@@ -183,6 +189,20 @@ class IndexFile:
     @property
     def entry_count(self) -> int:
         return self.index_count - 1
+
+    def map_slots(self) -> None:
+        """Map the hash-slot table's pages now, for a file that takes inserts.
+
+        Its keys land on random slots, so the first runs of keys would fault pages in all over the
+        20 MB table: the first run of 256 keys into a fresh mapping took 4-7 ms, on the broker's loop,
+        against ~0.6 ms once the table is mapped (~4 ms here, when the file is opened or created).
+        """
+        if _MADV_POPULATE_READ is None or self._closed or self.is_full:
+            return
+        try:
+            self.mm.madvise(_MADV_POPULATE_READ, 0, self.entries_start)
+        except OSError as exc:  # an older kernel (EINVAL): pages are faulted in by the inserts
+            log.debug("%s: cannot map the hash slots up front: %s", self.path, exc)
 
     def put_keys(self, keys: Sequence[bytes], offsets: Sequence[int], timestamps: Sequence[int]) -> int:
         """Insert parallel (key, phys offset, store timestamp) items in order; returns how many fit.
@@ -327,6 +347,18 @@ class IndexService:
         drop_empty_last_files(paths)
         self.files = [IndexFile(p, self.slot_num, self.index_num, after_crash=after_crash) for p in paths]
         self._indexed_end = self.end_phy_offset
+        if self.files:
+            self.files[-1].map_slots()
+
+    def prepare(self) -> None:
+        """Have a file ready for inserts (opened, or made, and its slots mapped) before the first keys come.
+
+        Making one takes ~6 ms (allocating its 20 MB slot table, then mapping it), which the first run
+        of keys would otherwise wait for, on the broker's loop.
+        """
+        with self.lock:
+            if not self.files or self.files[-1].is_full:
+                self._new_file()
 
     @property
     def end_phy_offset(self) -> int:
@@ -360,6 +392,7 @@ class IndexService:
             path = self.directory / index_file_name(now)
         self._last_name_ms = now
         index_file = IndexFile(path, self.slot_num, self.index_num, create=True)
+        index_file.map_slots()
         self.files = [*self.files, index_file]
         return index_file
 

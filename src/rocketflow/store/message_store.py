@@ -237,6 +237,8 @@ class MessageStore:
             self.consume_queues.load()
             self.index.load(after_crash=not self.last_exit_ok)
             self._recover()
+            if self.config.message_index_enable:
+                self.index.prepare()
         except BaseException:
             self._close_files()
             self._lock_file.release()
