@@ -24,8 +24,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-import yaml
-
 from rocketflow.acl.address import AddressPattern, parse_address_pattern
 from rocketflow.acl.errors import AclConfigError
 
@@ -183,6 +181,8 @@ def _account(data: object, where: str) -> AccountConfig:
 
 def parse_plain_acl(text: str, source: str = "plain_acl.yml") -> PlainAclConfig:
     """Parse the YAML text of a ``plain_acl.yml``; `AclConfigError` names the first problem."""
+    import yaml  # here, not at the top: clients import this package to sign requests, never to parse
+
     try:
         data: Any = yaml.safe_load(text)
     except yaml.YAMLError as exc:
