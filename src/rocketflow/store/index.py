@@ -357,8 +357,12 @@ class IndexService:
         of keys would otherwise wait for, on the broker's loop.
         """
         with self.lock:
-            if not self.files or self.files[-1].is_full:
+            if self.files and not self.files[-1].is_full:
+                return
+            try:
                 self._new_file()
+            except OSError as exc:  # a full disk must not keep the store from starting: the first keys retry
+                log.warning("cannot make an index file ahead of the first keys: %s", exc)
 
     @property
     def end_phy_offset(self) -> int:

@@ -219,3 +219,14 @@ def test_batches_put_together_on_a_full_disk(make_store: Callable[..., MessageSt
     assert stored[: len(acked)] == acked and stored[-32:] == bodies("z")
     if where == "/store/commitlog/":  # nothing of the refused group was written
         assert len(stored) == len(acked) + 32
+
+
+def test_a_full_disk_at_start_leaves_the_index_file_to_the_first_keys(disk: FakeFullDisk, tmp_path: Path) -> None:
+    disk.full = True
+    disk.where = "/index/"
+    with MessageStore(small_config(tmp_path / "store")) as store:  # starts: making the index file ahead failed
+        assert store.index.files == [] and disk.refused == 1
+        disk.full = False
+        assert store.put_message(request("Full", 0, b"after", KEYS="later")).status.is_ok
+        found = store.query_message("Full", "later", 4, 0, 2**62).buffers
+        assert [msg.body for buffer in found for msg in decode_records(buffer)] == [b"after"]
