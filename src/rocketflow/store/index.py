@@ -229,9 +229,16 @@ class IndexFile:
             empty = (previous <= 0) | (previous >= index_count)  # never set, or stale past the count
             previous[empty] = 0
             used = int(np.count_nonzero(empty))
-            # each slot the run touches ends on the run's last key in it (first in the reversed run)
-            distinct, first_reversed, key_counts = np.unique(slot_of[::-1], return_index=True, return_counts=True)
-            if len(distinct) < count:
+            touched: np.ndarray
+            newest: np.ndarray
+            if len(set(slot_of.tolist())) == count:
+                # The usual run (hundreds of keys over millions of slots): no two keys share a slot. A set
+                # tells so for less than np.unique below, whose numpy calls cost ~15 us each on a busy loop.
+                touched, newest = slot_of, index_count + np.arange(count)
+            else:
+                # each slot the run touches ends on the run's last key in it (first in the reversed run)
+                distinct, first_reversed, key_counts = np.unique(slot_of[::-1], return_index=True,
+                                                                 return_counts=True)
                 # the few keys of the run that share a slot are chained to each other in order
                 last_of_slot: dict[int, int] = {}
                 for key_index in np.flatnonzero(np.isin(slot_of, distinct[key_counts > 1])).tolist():
@@ -241,20 +248,23 @@ class IndexFile:
                         previous[key_index] = earlier
                         used -= bool(empty[key_index])  # the slot was counted as taken by the first key
                     last_of_slot[slot] = index_count + key_index
+                touched, newest = distinct, index_count + count - 1 - first_reversed
             entries = np.empty(count, dtype=_ENTRY_DTYPE)
             entries["hash"] = hashes
             entries["phys"] = offsets[:count]
             begin_ts = self.begin_timestamp
             if begin_ts > 0:
-                entries["seconds"] = np.clip((np.asarray(timestamps[:count], dtype=np.int64) - begin_ts) // 1000,
-                                             0, _INT_MAX)
+                seconds = (np.asarray(timestamps[:count], dtype=np.int64) - begin_ts) // 1000
+                np.maximum(seconds, 0, out=seconds)  # np.clip's wrapper costs more than its two ufuncs
+                np.minimum(seconds, _INT_MAX, out=seconds)
+                entries["seconds"] = seconds
             else:
                 entries["seconds"] = 0
             entries["previous"] = previous
             # Entries first, then slots, then the header: a process killed between them leaves slots that
             # point only at whole entries past the count, which `_repair_slots` follows back on load.
             self.mm[entries_at:entries_end] = entries.tobytes()
-            slots[distinct] = index_count + count - 1 - first_reversed
+            slots[touched] = newest
         finally:
             del slots  # the mapping cannot be closed while a view of it lives
         self.end_phy_offset = offsets[count - 1]
