@@ -72,5 +72,17 @@ def test_the_open_files_hash_slots_are_mapped_up_front(tmp_path: Path) -> None:
         # an empty last file is dropped on load; prepare makes (and maps) a fresh one
         reopened.prepare()
         assert _resident_kib(reopened.files[-1].path) >= slot_num * 4 // 1024
+        reopened.build([b"T#k1"], [100], [1_700_000_000_000])
+        reopened.drain()
     finally:
         reopened.close()
+    again = IndexService(tmp_path / "index", slot_num, 1024)
+    again.load()
+    try:
+        (kept,) = again.files
+        # loading maps nothing (a store that does not index never pays for it) ...
+        assert _resident_kib(kept.path) < slot_num * 4 // 1024
+        again.prepare()  # ... prepare maps the last file, which still takes inserts
+        assert again.files == [kept] and _resident_kib(kept.path) >= slot_num * 4 // 1024
+    finally:
+        again.close()
