@@ -5,7 +5,8 @@ every request code we know and some we do not, with each code's own header field
 set to hostile values: missing, empty, negative, past 32/64 bits, not numbers, illegal names, retry
 and DLQ names, huge strings; bodies are random bytes or broken JSON. Every request that is not
 oneway must get an answer with a response code (never a hang or a closed connection: the frame is
-valid), the servers stay up and keep serving a well-formed client, and their memory stays bounded.
+valid; END_TRANSACTION that leaves a transaction pending is answered with nothing, as in RocketMQ),
+the servers stay up and keep serving a well-formed client, and their memory stays bounded.
 Soak runs (`make soak`) try 100x more examples.
 """
 
@@ -17,14 +18,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from reliability_helpers import RawConnection, ServerProcess, broker_args, pull_request, scaled, send_request
 from test_fuzz_servers import create_topic
 
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
-from rocketflow.remoting.headers import REQUEST_HEADERS
+from rocketflow.remoting.errors import ProtocolError
+from rocketflow.remoting.headers import REQUEST_HEADERS, EndTransactionRequestHeader
 
 pytestmark = pytest.mark.reliability
 
@@ -99,7 +101,7 @@ class Target:
             self.connection.close()
             self.connection = RawConnection(self.server.address)
         self.connection.send(command)
-        if command.is_oneway or command.code in HELD:
+        if command.is_oneway or command.code in HELD or leaves_transaction_pending(command):
             return
         try:
             answer = self.connection.wait_response(command.opaque, TIMEOUT)
@@ -109,6 +111,18 @@ class Target:
         assert answer.is_response
         self.answers[answer.code] = self.answers.get(answer.code, 0) + 1
         self.connection.responses.clear()
+
+
+def leaves_transaction_pending(command: RemotingCommand) -> bool:
+    """END_TRANSACTION with transaction value 0 (TRANSACTION_NOT_TYPE) is answered with nothing, as in
+    RocketMQ's EndTransactionProcessor: the broker's check-back asks again later."""
+    if command.code != RequestCode.END_TRANSACTION:
+        return False
+    try:
+        header = EndTransactionRequestHeader.from_command(command)
+    except ProtocolError:
+        return False
+    return header.commit_or_rollback == 0
 
 
 def well_formed_round_trip(broker: ServerProcess, index: int) -> None:
@@ -135,6 +149,10 @@ def test_hostile_headers_get_answers_and_servers_keep_serving(servers: tuple[Ser
     @settings(max_examples=EXAMPLES, deadline=None, database=None,
               suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
     @given(command=requests(), to_namesrv=st.booleans())
+    # found by this fuzzer: a transaction left pending is answered with nothing, as in RocketMQ
+    @example(command=RemotingCommand(RequestCode.END_TRANSACTION, opaque=1, ext_fields={
+        "msgId": "", "producerGroup": "-1", "fromTransactionCheck": "", "commitOrRollback": "0",
+        "tranStateTableOffset": "-1", "commitLogOffset": "-1"}), to_namesrv=False)
     def run(command: RemotingCommand, to_namesrv: bool) -> None:
         target = targets[1 if to_namesrv else 0]
         target.exchange(command)
