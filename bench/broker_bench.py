@@ -654,7 +654,8 @@ def main() -> None:
     latency_samples = args.latency_samples or (500 if args.quick else 2000)
     console = Console(width=None if sys.stdout.isatty() else 150)
     results = Results(messages=count, inflight=args.inflight, body_sizes=args.body_sizes, machine={
-        "cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()})
+        "cpus": os.cpu_count(), "python": platform.python_version(),
+        "interpreter": os.path.realpath(sys.executable), "platform": platform.platform()})
     work_dir = Path(tempfile.mkdtemp(prefix="rocketflow-broker-bench-"))
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

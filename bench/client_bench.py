@@ -646,7 +646,8 @@ def main() -> None:
     latency_seconds = args.latency_seconds or (5.0 if args.quick else 20.0)
     console = Console(width=None if sys.stdout.isatty() else 150)
     results = Results(messages=count, sync_messages=sync_count, cpp_messages=cpp_count, machine={
-        "cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()})
+        "cpus": os.cpu_count(), "python": platform.python_version(),
+        "interpreter": os.path.realpath(sys.executable), "platform": platform.platform()})
     work_dir = Path(tempfile.mkdtemp(prefix="rocketflow-client-bench-"))
     broker = BrokerProcess(work_dir / "store")
     try:

@@ -231,6 +231,7 @@ def main() -> None:
     results = {"messages": args.messages, "keys": args.keys, "queues": QUEUES, "sleep_ms": args.sleep_ms,
                "threads": args.threads, "max_in_flight_per_queue": args.max_in_flight, "rows": rows,
                "ratios": ratios, "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                             "interpreter": os.path.realpath(sys.executable),
                                              "platform": platform.platform()}}
     out_dir = REPO_ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)

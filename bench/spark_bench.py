@@ -347,7 +347,8 @@ def main() -> None:
         "parquet": {"rows": parquet_rows, "bytes": parquet_bytes, "seconds": [round(t, 3) for t in parquet_times]},
         "ratio": round(ratio, 3),
         "floor_ratio": round(floor_ratio, 3),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(), "platform": platform.platform()},
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+        "interpreter": os.path.realpath(sys.executable), "platform": platform.platform()},
     }
     out_dir = REPO_ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
