@@ -1,7 +1,7 @@
 # Two commands for a fresh machine: `make demo` and `make test`.
 # The venv's interpreter: Debian's python3.11 where it is installed with its venv module (built with
-# PGO and LTO, the interpreter linked statically: bench/README.md measured ~1.4x the pure-Python speed
-# of a default source or pyenv build, and a lower p99 latency), else python3.11, else python3 from PATH.
+# PGO and LTO, the interpreter linked statically: 1.4x the speed of a default source or pyenv build on
+# pure-Python loops, and a p99 latency ~0.3 ms lower in bench/README.md), else python3.11, else python3.
 # `make PYTHON=... test` picks another.
 SYSTEM_PYTHON := $(shell /usr/bin/python3.11 -c 'import ensurepip, venv' >/dev/null 2>&1 && echo /usr/bin/python3.11)
 PYTHON ?= $(or $(SYSTEM_PYTHON),$(shell command -v python3.11 2>/dev/null),python3)
