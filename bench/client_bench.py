@@ -13,7 +13,9 @@ subprocess (free ports, temporary store) and, with 100-byte messages on topics o
 6. the C++ client (PyPI `rocketmq` 0.4.4 from `.interop/venv-cpp`, which the interop tests install;
    run with HOME in a temporary directory): `send_sync` from 8 threads, then its push consumer on
    the same messages, against the same broker;
-7. Redis Streams (Debian `redis-server`, redis-py + hiredis): pipelined XADD, then XREADGROUP + XACK.
+7. Redis Streams (Debian `redis-server`, redis-py + hiredis): pipelined XADD, then XREADGROUP + XACK;
+   then its latency at the same rate: a producer process paced as ours with one XADD a message over
+   8 streams, and a consumer process in a blocking XREADGROUP (its XACKs in the same round trip).
 
 Rates are messages over the wall time of the phase (consume phases include the consumer's start,
 as the C++ client's do). Results: a table on the console and a JSON file under bench/results/.
@@ -50,7 +52,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "src"))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 
-from broker_bench import BrokerProcess, CpuMeter, percentile, run_redis  # noqa: E402
+from broker_bench import BrokerProcess, CpuMeter, RedisProcess, percentile, run_redis  # noqa: E402
 
 from rocketflow import Message, Producer, PushConsumer  # noqa: E402
 from rocketflow.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus  # noqa: E402
@@ -567,6 +569,115 @@ _CPP_SCRIPT = textwrap.dedent("""
 """)
 
 
+#: Redis Streams' end-to-end latency, the peer of ours: the same shape (a paced producer process, a
+#: consumer process, the server in a third) with redis-py's blocking client, as a Python application
+#: would use it. 8 streams stand for the 8 queues; a sample is the consumer's clock minus the send
+#: time stamped in the body.
+_REDIS_LATENCY_CONSUMER = textwrap.dedent("""
+    import sys, time
+    import redis
+    port, total, out_path, give_up_after = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+    client = redis.Redis(host="127.0.0.1", port=port)
+    streams = {f"latency:{index}": ">" for index in range(8)}
+    samples = []
+    print("ready", flush=True)
+    deadline = time.monotonic() + give_up_after
+    reported = time.monotonic()
+    cpu_started = time.process_time()
+    to_ack = {}
+    while len(samples) < total and time.monotonic() < deadline:
+        # the previous read's XACKs and the next blocking read share one round trip
+        pipe = client.pipeline(transaction=False)
+        for stream, ids in to_ack.items():
+            pipe.xack(stream, "latency", *ids)
+        pipe.xreadgroup("latency", "consumer", streams, count=100, block=1000)
+        replies = pipe.execute()
+        now = time.time_ns()
+        to_ack = {}
+        for stream, entries in replies[-1] or []:
+            to_ack[stream] = [entry_id for entry_id, _ in entries]
+            samples.extend(now - int(fields[b"body"][:19]) for _, fields in entries)
+        if now / 1e9 - reported > 0.5 or len(samples) >= total:
+            reported = now / 1e9
+            print("received", len(samples), flush=True)
+    cpu = time.process_time() - cpu_started
+    with open(out_path, "w") as out:
+        out.write("\\n".join(map(str, samples[:total])))
+    print("done", min(len(samples), total), round(cpu, 3), flush=True)
+""")
+
+_REDIS_LATENCY_PRODUCER = textwrap.dedent("""
+    import sys, time
+    import redis
+    port, rate, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+    client = redis.Redis(host="127.0.0.1", port=port)
+    for _ in range(200):  # warm up the connection (a stream the consumer does not read)
+        client.xadd("latency:warmup", {"body": b"warmup"})
+    pad = b"x" * 81
+    total = int(rate * seconds)
+    streams = [f"latency:{index}" for index in range(8)]
+    started = time.perf_counter()
+    cpu_started = time.process_time()
+    for index in range(total):
+        delay = started + index / rate - time.perf_counter()
+        if delay > 0:
+            time.sleep(delay)
+        client.xadd(streams[index % 8], {"body": b"%019d" % time.time_ns() + pad})
+    elapsed = time.perf_counter() - started
+    print("sent", total, round(total / elapsed, 1), round(time.process_time() - cpu_started, 3), flush=True)
+""")
+
+
+def run_redis_latency(rate: int, seconds: float, progress: Progress, work_dir: Path) -> dict[str, Any]:
+    """Redis Streams with redis-py at ``rate`` msg/s for ``seconds``: p50/p99 as `latency` reports ours."""
+    import redis
+
+    total = int(rate * seconds)
+    task = progress.add_task(f"redis: latency at {rate:,} msg/s", total=total)
+    server = RedisProcess(work_dir / "redis-latency")
+    server.start()
+    consumer: subprocess.Popen[str] | None = None
+    producer: subprocess.Popen[str] | None = None
+    try:
+        client = redis.Redis(host="127.0.0.1", port=server.port)
+        for index in range(QUEUES):
+            client.xgroup_create(f"latency:{index}", "latency", id="$", mkstream=True)
+        client.close()
+        samples_path = work_dir / "redis-latency-samples.txt"
+        consumer = subprocess.Popen([sys.executable, "-c", _REDIS_LATENCY_CONSUMER, str(server.port), str(total),
+                                     str(samples_path), str(seconds + 60)], stdout=subprocess.PIPE, text=True)
+        assert consumer.stdout is not None
+        if consumer.stdout.readline().strip() != "ready":
+            raise SystemExit("redis latency: the consumer did not start")
+        producer = subprocess.Popen([sys.executable, "-c", _REDIS_LATENCY_PRODUCER, str(server.port), str(rate),
+                                     str(seconds)], stdout=subprocess.PIPE, text=True)
+        summary: list[str] = []
+        for line in consumer.stdout:
+            fields = line.split()
+            if fields[:1] == ["received"]:
+                progress.update(task, completed=int(fields[1]))
+            elif fields[:1] == ["done"]:
+                summary = fields
+        out, _ = producer.communicate(timeout=120)
+        consumer.wait(timeout=60)
+    finally:
+        for proc in (producer, consumer):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+        server.stop()
+    samples = [int(line) / 1e6 for line in samples_path.read_text().split()] if samples_path.exists() else []
+    if len(samples) < total:
+        raise SystemExit(f"redis latency: received {len(samples)} of {total} ({out.strip()})")
+    fields = out.split() if out.startswith("sent") else []
+    return {"messages": len(samples), "target_rate": rate, "sent_rate": float(fields[2]) if len(fields) > 2 else 0.0,
+            "producer_cpu_s": float(fields[3]) if len(fields) > 3 else 0.0,
+            "consumer_cpu_s": float(summary[2]) if len(summary) > 2 else 0.0,
+            "p50_ms": round(statistics.median(samples), 3), "p99_ms": round(percentile(samples, 0.99), 3),
+            "p999_ms": round(percentile(samples, 0.999), 3), "max_ms": round(max(samples), 3),
+            "mean_ms": round(statistics.fmean(samples), 3)}
+
+
 def run_cpp(broker: BrokerProcess, count: int, threads: int, progress: Progress, work_dir: Path) -> dict[str, Any]:
     python = REPO_ROOT / ".interop" / "venv-cpp" / "bin" / "python"
     if not python.exists():
@@ -622,6 +733,12 @@ def ratio(numerator: dict[str, Any], denominator: dict[str, Any]) -> float | Non
     return round(numerator["msgs_per_s"] / denominator["msgs_per_s"], 3)
 
 
+def p99_ratio(ours: dict[str, Any] | None, peer: dict[str, Any] | None) -> float | None:
+    if not ours or not peer or not peer.get("p99_ms"):
+        return None
+    return round(ours["p99_ms"] / peer["p99_ms"], 3)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="100,000 messages instead of 1,000,000")
@@ -671,6 +788,7 @@ def main() -> None:
                 broker.stop()
             if not args.no_redis:
                 results.redis = run_redis(count, 16, progress, work_dir)
+                results.redis["latency"] = run_redis_latency(args.latency_rate, latency_seconds, progress, work_dir)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     ours, cpp, redis_results = results.ours, results.cpp, results.redis
@@ -683,6 +801,9 @@ def main() -> None:
         "orderly_vs_concurrent": ratio(ours["consume_orderly"], ours["consume_concurrent"]),
         "sync_produce_vs_cpp": ratio(ours["produce_sync"], cpp.get("produce", {})),
         "batch_produce_vs_redis": ratio(ours["produce_batch"], redis_results.get("produce", {})),
+        # latency ratios are ours over Redis's p99 (lower is better)
+        "latency_p99_vs_redis": p99_ratio(ours.get("latency_asyncio"), redis_results.get("latency")),
+        "threads_latency_p99_vs_redis": p99_ratio(ours.get("latency"), redis_results.get("latency")),
     }
     results.ratios = {name: value for name, value in candidates.items() if value is not None}
     print_report(console, results)
@@ -741,6 +862,15 @@ def print_report(console: Console, results: Results) -> None:
                       f"{lat['messages']:,} messages): p50 {lat['p50_ms']:.3f} ms, p99 {lat['p99_ms']:.3f} ms, "
                       f"p99.9 {lat['p999_ms']:.3f} ms, max {lat['max_ms']:.3f} ms")
         checks.append(f"p99 < 2 ms, {mode} ({lat['p99_ms'] < 2.0})")
+    redis_latency = redis_results.get("latency")
+    if redis_latency:
+        versus = ", ".join(f"{ratios[name]:.2f}x ({mode})" for name, mode in
+                           (("latency_p99_vs_redis", "asyncio"), ("threads_latency_p99_vs_redis", "threads"))
+                           if name in ratios)
+        console.print(f"Redis Streams (redis-py) at {redis_latency['target_rate']:,} msg/s (sent "
+                      f"{redis_latency['sent_rate']:,.0f}/s, {redis_latency['messages']:,} messages): p50 "
+                      f"{redis_latency['p50_ms']:.3f} ms, p99 {redis_latency['p99_ms']:.3f} ms, p99.9 "
+                      f"{redis_latency['p999_ms']:.3f} ms, max {redis_latency['max_ms']:.3f} ms; our p99 is {versus}")
     if "consume_vs_cpp" in ratios:
         checks.append(f"consume >= 1.0x C++ ({ratios['consume_vs_cpp'] >= 1.0})")
     if "consume_vs_redis" in ratios:
