@@ -15,7 +15,11 @@ subprocess (free ports, temporary store) and, with 100-byte messages on topics o
    the same messages, against the same broker;
 7. Redis Streams (Debian `redis-server`, redis-py + hiredis): pipelined XADD, then XREADGROUP + XACK;
    then its latency at the same rate: a producer process paced as ours with one XADD a message over
-   8 streams, and a consumer process in a blocking XREADGROUP (its XACKs in the same round trip).
+   8 streams, and a consumer process in a blocking XREADGROUP (its XACKs in the same round trip);
+8. NATS JetStream (Debian `nats-server`, file storage; nats-py), the latency figure issue 5 quotes:
+   the same rate from an asyncio producer process paced as ours (each publish awaits its PubAck) to
+   an asyncio consumer process with a push subscription acking each message (`--no-nats` skips it;
+   skipped as well when nats-server or nats-py is missing).
 
 Rates are messages over the wall time of the phase (consume phases include the consumer's start,
 as the C++ client's do). Results: a table on the console and a JSON file under bench/results/.
@@ -31,6 +35,7 @@ import os
 import platform
 import shutil
 import signal
+import socket
 import statistics
 import subprocess
 import sys
@@ -52,7 +57,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "src"))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 
-from broker_bench import BrokerProcess, CpuMeter, RedisProcess, percentile, run_redis  # noqa: E402
+from broker_bench import BrokerProcess, CpuMeter, RedisProcess, free_port, percentile, run_redis  # noqa: E402
 
 from rocketflow import Message, Producer, PushConsumer  # noqa: E402
 from rocketflow.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus  # noqa: E402
@@ -77,6 +82,7 @@ class Results:
     ours: dict[str, Any] = field(default_factory=dict)
     cpp: dict[str, Any] = field(default_factory=dict)
     redis: dict[str, Any] = field(default_factory=dict)
+    nats: dict[str, Any] = field(default_factory=dict)
     ratios: dict[str, float] = field(default_factory=dict)
     machine: dict[str, Any] = field(default_factory=dict)
 
@@ -243,6 +249,43 @@ def consume(namesrv: str, group: str, count: int, orderly: bool, progress: Progr
     return result
 
 
+#: A timerfd pacing an event loop, for the latency producers (ours and NATS's).
+_TICKER = textwrap.dedent("""
+    class Ticker:
+        # A periodic Linux timerfd: sub-millisecond ticks for an event loop, whose own timers (uvloop's
+        # and asyncio's) fire on a 1 ms grid and would send the messages in bursts of rate/1000.
+
+        def __init__(self, rate):
+            import ctypes, os
+            self._os = os
+            libc = ctypes.CDLL(None, use_errno=True)
+
+            class Timespec(ctypes.Structure):
+                _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
+
+            class ITimerSpec(ctypes.Structure):
+                _fields_ = [("it_interval", Timespec), ("it_value", Timespec)]
+
+            self.fd = libc.timerfd_create(1, 0o4000 | 0o2000000)  # CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC
+            if self.fd < 0:
+                raise OSError(ctypes.get_errno(), "timerfd_create")
+            period = int(1e9 / rate)
+            spec = Timespec(period // 1_000_000_000, period % 1_000_000_000)
+            if libc.timerfd_settime(self.fd, 0, ctypes.byref(ITimerSpec(spec, spec)), None) != 0:
+                raise OSError(ctypes.get_errno(), "timerfd_settime")
+
+        def expirations(self):
+            try:
+                return int.from_bytes(self._os.read(self.fd, 8), "little")
+            except BlockingIOError:
+                return 0
+
+        def close(self):
+            self._os.close(self.fd)
+
+""")
+
+
 _LATENCY_PRODUCER = textwrap.dedent("""
     import asyncio, sys, threading, time
     sys.path.insert(0, sys.argv[5])
@@ -299,38 +342,7 @@ _LATENCY_PRODUCER = textwrap.dedent("""
         finally:
             ticker.close()
 
-    class Ticker:
-        # A periodic Linux timerfd: sub-millisecond ticks for an event loop, whose own timers (uvloop's
-        # and asyncio's) fire on a 1 ms grid and would send the messages in bursts of rate/1000.
-
-        def __init__(self, rate):
-            import ctypes, os
-            self._os = os
-            libc = ctypes.CDLL(None, use_errno=True)
-
-            class Timespec(ctypes.Structure):
-                _fields_ = [("tv_sec", ctypes.c_long), ("tv_nsec", ctypes.c_long)]
-
-            class ITimerSpec(ctypes.Structure):
-                _fields_ = [("it_interval", Timespec), ("it_value", Timespec)]
-
-            self.fd = libc.timerfd_create(1, 0o4000 | 0o2000000)  # CLOCK_MONOTONIC, TFD_NONBLOCK | TFD_CLOEXEC
-            if self.fd < 0:
-                raise OSError(ctypes.get_errno(), "timerfd_create")
-            period = int(1e9 / rate)
-            spec = Timespec(period // 1_000_000_000, period % 1_000_000_000)
-            if libc.timerfd_settime(self.fd, 0, ctypes.byref(ITimerSpec(spec, spec)), None) != 0:
-                raise OSError(ctypes.get_errno(), "timerfd_settime")
-
-        def expirations(self):
-            try:
-                return int.from_bytes(self._os.read(self.fd, 8), "little")
-            except BlockingIOError:
-                return 0
-
-        def close(self):
-            self._os.close(self.fd)
-
+""") + _TICKER + textwrap.dedent("""
     started = time.perf_counter()
     cpu_started = time.process_time()
     if mode == "asyncio":  # batch is 1
@@ -632,25 +644,176 @@ def run_redis_latency(rate: int, seconds: float, progress: Progress, work_dir: P
     """Redis Streams with redis-py at ``rate`` msg/s for ``seconds``: p50/p99 as `latency` reports ours."""
     import redis
 
-    total = int(rate * seconds)
-    task = progress.add_task(f"redis: latency at {rate:,} msg/s", total=total)
     server = RedisProcess(work_dir / "redis-latency")
     server.start()
-    consumer: subprocess.Popen[str] | None = None
-    producer: subprocess.Popen[str] | None = None
     try:
         client = redis.Redis(host="127.0.0.1", port=server.port)
         for index in range(QUEUES):
             client.xgroup_create(f"latency:{index}", "latency", id="$", mkstream=True)
         client.close()
-        samples_path = work_dir / "redis-latency-samples.txt"
-        consumer = subprocess.Popen([sys.executable, "-c", _REDIS_LATENCY_CONSUMER, str(server.port), str(total),
-                                     str(samples_path), str(seconds + 60)], stdout=subprocess.PIPE, text=True)
+        return run_peer_latency(_REDIS_LATENCY_CONSUMER, _REDIS_LATENCY_PRODUCER, "redis", server.port, rate,
+                                seconds, progress, work_dir)
+    finally:
+        server.stop()
+
+
+#: NATS JetStream's end-to-end latency (issue 5 quotes it, with nats-py, at ~1.9 ms p99): an asyncio
+#: producer process paced by a timerfd as our asyncio producer is, each publish a task awaiting its
+#: PubAck, and an asyncio consumer process with a push subscription acking each message.
+_NATS_LATENCY_CONSUMER = textwrap.dedent("""
+    import asyncio, sys, time
+    import nats
+    port, total, out_path, give_up_after = int(sys.argv[1]), int(sys.argv[2]), sys.argv[3], float(sys.argv[4])
+
+    async def main():
+        connection = await nats.connect(f"nats://127.0.0.1:{port}")
+        stream = connection.jetstream()
+        samples = []
+        done = asyncio.Event()
+
+        async def handler(msg):
+            now = time.time_ns()
+            if msg.data[:1] != b"w":
+                samples.append(now - int(msg.data[:19]))
+                if len(samples) >= total:
+                    done.set()
+            await msg.ack()
+
+        await stream.subscribe("latency.*", durable="latency", cb=handler, manual_ack=True)
+        print("ready", flush=True)
+        cpu_started = time.process_time()
+        deadline = time.monotonic() + give_up_after
+        while not done.is_set() and time.monotonic() < deadline:
+            try:
+                await asyncio.wait_for(done.wait(), 0.5)
+            except asyncio.TimeoutError:
+                pass
+            print("received", len(samples), flush=True)
+        cpu = time.process_time() - cpu_started
+        await connection.close()
+        with open(out_path, "w") as out:
+            out.write("\\n".join(map(str, samples[:total])))
+        print("done", min(len(samples), total), round(cpu, 3), flush=True)
+
+    asyncio.run(main())
+""")
+
+_NATS_LATENCY_PRODUCER = textwrap.dedent("""
+    import asyncio, sys, time
+    import nats
+    port, rate, seconds = int(sys.argv[1]), int(sys.argv[2]), float(sys.argv[3])
+""") + _TICKER + textwrap.dedent("""
+
+    async def main():
+        connection = await nats.connect(f"nats://127.0.0.1:{port}")
+        stream = connection.jetstream()
+        for _ in range(200):  # warm up (the consumer skips these)
+            await stream.publish("latency.w", b"warmup")
+        loop = asyncio.get_running_loop()
+        pad = b"x" * 81
+        total = int(rate * seconds)
+        subjects = [f"latency.{index}" for index in range(8)]
+        running = set()
+        failures = []
+        finished = loop.create_future()
+        ticker = Ticker(rate)
+        sent = 0
+
+        def completed(task):
+            running.discard(task)
+            if not task.cancelled() and task.exception() is not None:
+                failures.append(task.exception())
+            if sent == total and not running and not finished.done():
+                finished.set_result(None)
+
+        def tick():
+            nonlocal sent
+            for _ in range(ticker.expirations()):
+                if sent == total:
+                    break
+                task = loop.create_task(stream.publish(subjects[sent % 8], b"%019d" % time.time_ns() + pad))
+                running.add(task)
+                task.add_done_callback(completed)
+                sent += 1
+            if sent == total:
+                loop.remove_reader(ticker.fd)
+
+        started = time.perf_counter()
+        cpu_started = time.process_time()
+        loop.add_reader(ticker.fd, tick)
+        try:
+            await finished
+        finally:
+            ticker.close()
+        elapsed = time.perf_counter() - started
+        await connection.close()
+        if failures:
+            raise SystemExit(f"{len(failures)} publishes failed: {failures[0]!r}")
+        print("sent", total, round(total / elapsed, 1), round(time.process_time() - cpu_started, 3), flush=True)
+
+    asyncio.run(main())
+""")
+
+
+class NatsProcess:
+    """Debian's nats-server with JetStream (file storage) on a free loopback port."""
+
+    def __init__(self, work_dir: Path) -> None:
+        self.work_dir = work_dir
+        self.port = free_port()
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        binary = shutil.which("nats-server")
+        if binary is None:
+            raise FileNotFoundError("nats-server")
+        self.work_dir.mkdir(parents=True, exist_ok=True)
+        self.proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd",
+                                      str(self.work_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     stdin=subprocess.DEVNULL)
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                socket.create_connection(("127.0.0.1", self.port), timeout=1).close()
+                return
+            except OSError:
+                time.sleep(0.05)
+        self.stop()
+        raise SystemExit("nats-server did not start")
+
+    def version(self) -> str:
+        binary = shutil.which("nats-server") or "nats-server"
+        out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False).stdout
+        return out.strip().rsplit("v", 1)[-1] or "?"
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None and proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
+def run_peer_latency(consumer_code: str, producer_code: str, name: str, port: int, rate: int, seconds: float,
+                     progress: Progress, work_dir: Path) -> dict[str, Any]:
+    """A peer's latency phase: its consumer process, then its producer process; p50/p99 as `latency`."""
+    total = int(rate * seconds)
+    task = progress.add_task(f"{name}: latency at {rate:,} msg/s", total=total)
+    samples_path = work_dir / f"{name}-latency-samples.txt"
+    consumer: subprocess.Popen[str] | None = None
+    producer: subprocess.Popen[str] | None = None
+    out = ""
+    try:
+        consumer = subprocess.Popen([sys.executable, "-c", consumer_code, str(port), str(total), str(samples_path),
+                                     str(seconds + 60)], stdout=subprocess.PIPE, text=True)
         assert consumer.stdout is not None
         if consumer.stdout.readline().strip() != "ready":
-            raise SystemExit("redis latency: the consumer did not start")
-        producer = subprocess.Popen([sys.executable, "-c", _REDIS_LATENCY_PRODUCER, str(server.port), str(rate),
-                                     str(seconds)], stdout=subprocess.PIPE, text=True)
+            raise SystemExit(f"{name} latency: the consumer did not start")
+        producer = subprocess.Popen([sys.executable, "-c", producer_code, str(port), str(rate), str(seconds)],
+                                    stdout=subprocess.PIPE, text=True)
         summary: list[str] = []
         for line in consumer.stdout:
             fields = line.split()
@@ -665,10 +828,9 @@ def run_redis_latency(rate: int, seconds: float, progress: Progress, work_dir: P
             if proc is not None and proc.poll() is None:
                 proc.kill()
                 proc.wait()
-        server.stop()
     samples = [int(line) / 1e6 for line in samples_path.read_text().split()] if samples_path.exists() else []
     if len(samples) < total:
-        raise SystemExit(f"redis latency: received {len(samples)} of {total} ({out.strip()})")
+        raise SystemExit(f"{name} latency: received {len(samples)} of {total} ({out.strip()})")
     fields = out.split() if out.startswith("sent") else []
     return {"messages": len(samples), "target_rate": rate, "sent_rate": float(fields[2]) if len(fields) > 2 else 0.0,
             "producer_cpu_s": float(fields[3]) if len(fields) > 3 else 0.0,
@@ -676,6 +838,38 @@ def run_redis_latency(rate: int, seconds: float, progress: Progress, work_dir: P
             "p50_ms": round(statistics.median(samples), 3), "p99_ms": round(percentile(samples, 0.99), 3),
             "p999_ms": round(percentile(samples, 0.999), 3), "max_ms": round(max(samples), 3),
             "mean_ms": round(statistics.fmean(samples), 3)}
+
+
+def run_nats_latency(rate: int, seconds: float, progress: Progress, work_dir: Path) -> dict[str, Any]:
+    """NATS JetStream (Debian's nats-server, nats-py) at ``rate`` msg/s; {} when either is missing."""
+    try:
+        import nats  # noqa: F401
+    except ImportError:
+        return {}
+    server = NatsProcess(work_dir / "nats")
+    try:
+        server.start()
+    except FileNotFoundError:
+        return {}
+    try:
+        setup = textwrap.dedent("""
+            import asyncio, sys
+            import nats
+
+            async def main():
+                connection = await nats.connect(f"nats://127.0.0.1:{sys.argv[1]}")
+                await connection.jetstream().add_stream(name="LATENCY", subjects=["latency.*"])
+                await connection.close()
+
+            asyncio.run(main())
+        """)
+        subprocess.run([sys.executable, "-c", setup, str(server.port)], check=True, timeout=60)
+        result = run_peer_latency(_NATS_LATENCY_CONSUMER, _NATS_LATENCY_PRODUCER, "nats", server.port, rate,
+                                  seconds, progress, work_dir)
+        result["nats_server"] = server.version()
+        return result
+    finally:
+        server.stop()
 
 
 def run_cpp(broker: BrokerProcess, count: int, threads: int, progress: Progress, work_dir: Path) -> dict[str, Any]:
@@ -753,6 +947,7 @@ def main() -> None:
                         help="latency producer: messages per send (1: send_async; more: send_batch, still at the rate)")
     parser.add_argument("--no-redis", action="store_true", help="skip Redis Streams")
     parser.add_argument("--no-cpp", action="store_true", help="skip the C++ client")
+    parser.add_argument("--no-nats", action="store_true", help="skip NATS JetStream's latency")
     parser.add_argument("--output", type=Path, default=None, help="JSON result file")
     parser.add_argument("--profile-dir", type=Path, default=None,
                         help="sample this process with py-spy during the consume phases (collapsed stacks)")
@@ -789,6 +984,8 @@ def main() -> None:
             if not args.no_redis:
                 results.redis = run_redis(count, 16, progress, work_dir)
                 results.redis["latency"] = run_redis_latency(args.latency_rate, latency_seconds, progress, work_dir)
+            if not args.no_nats:
+                results.nats = run_nats_latency(args.latency_rate, latency_seconds, progress, work_dir)
     finally:
         shutil.rmtree(work_dir, ignore_errors=True)
     ours, cpp, redis_results = results.ours, results.cpp, results.redis
@@ -804,6 +1001,8 @@ def main() -> None:
         # latency ratios are ours over Redis's p99 (lower is better)
         "latency_p99_vs_redis": p99_ratio(ours.get("latency_asyncio"), redis_results.get("latency")),
         "threads_latency_p99_vs_redis": p99_ratio(ours.get("latency"), redis_results.get("latency")),
+        "latency_p99_vs_nats": p99_ratio(ours.get("latency_asyncio"), results.nats),
+        "threads_latency_p99_vs_nats": p99_ratio(ours.get("latency"), results.nats),
     }
     results.ratios = {name: value for name, value in candidates.items() if value is not None}
     print_report(console, results)
@@ -871,6 +1070,15 @@ def print_report(console: Console, results: Results) -> None:
                       f"{redis_latency['sent_rate']:,.0f}/s, {redis_latency['messages']:,} messages): p50 "
                       f"{redis_latency['p50_ms']:.3f} ms, p99 {redis_latency['p99_ms']:.3f} ms, p99.9 "
                       f"{redis_latency['p999_ms']:.3f} ms, max {redis_latency['max_ms']:.3f} ms; our p99 is {versus}")
+    nats_latency = results.nats
+    if nats_latency:
+        versus = ", ".join(f"{ratios[name]:.2f}x ({mode})" for name, mode in
+                           (("latency_p99_vs_nats", "asyncio"), ("threads_latency_p99_vs_nats", "threads"))
+                           if name in ratios)
+        console.print(f"NATS JetStream {nats_latency['nats_server']} (nats-py) at {nats_latency['target_rate']:,} "
+                      f"msg/s (sent {nats_latency['sent_rate']:,.0f}/s, {nats_latency['messages']:,} messages): p50 "
+                      f"{nats_latency['p50_ms']:.3f} ms, p99 {nats_latency['p99_ms']:.3f} ms, p99.9 "
+                      f"{nats_latency['p999_ms']:.3f} ms, max {nats_latency['max_ms']:.3f} ms; our p99 is {versus}")
     if "consume_vs_cpp" in ratios:
         checks.append(f"consume >= 1.0x C++ ({ratios['consume_vs_cpp'] >= 1.0})")
     if "consume_vs_redis" in ratios:
