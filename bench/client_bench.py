@@ -609,8 +609,8 @@ _REDIS_LATENCY_CONSUMER = textwrap.dedent("""
         for stream, entries in replies[-1] or []:
             to_ack[stream] = [entry_id for entry_id, _ in entries]
             samples.extend(now - int(fields[b"body"][:19]) for _, fields in entries)
-        if now / 1e9 - reported > 0.5 or len(samples) >= total:
-            reported = now / 1e9
+        if time.monotonic() - reported > 0.5 or len(samples) >= total:
+            reported = time.monotonic()
             print("received", len(samples), flush=True)
     cpu = time.process_time() - cpu_started
     with open(out_path, "w") as out:
@@ -659,7 +659,8 @@ def run_redis_latency(rate: int, seconds: float, progress: Progress, work_dir: P
 
 #: NATS JetStream's end-to-end latency (issue 5 quotes it, with nats-py, at ~1.9 ms p99): an asyncio
 #: producer process paced by a timerfd as our asyncio producer is, each publish a task awaiting its
-#: PubAck, and an asyncio consumer process with a push subscription acking each message.
+#: PubAck, and an asyncio consumer process with a push subscription acking each message; both on
+#: uvloop, as our client is.
 _NATS_LATENCY_CONSUMER = textwrap.dedent("""
     import asyncio, sys, time
     import nats
@@ -695,7 +696,12 @@ _NATS_LATENCY_CONSUMER = textwrap.dedent("""
             out.write("\\n".join(map(str, samples[:total])))
         print("done", min(len(samples), total), round(cpu, 3), flush=True)
 
-    asyncio.run(main())
+    try:  # the loop our client runs on, where it is installed
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+    else:
+        uvloop.run(main())
 """)
 
 _NATS_LATENCY_PRODUCER = textwrap.dedent("""
@@ -751,7 +757,12 @@ _NATS_LATENCY_PRODUCER = textwrap.dedent("""
             raise SystemExit(f"{len(failures)} publishes failed: {failures[0]!r}")
         print("sent", total, round(total / elapsed, 1), round(time.process_time() - cpu_started, 3), flush=True)
 
-    asyncio.run(main())
+    try:  # the loop our client runs on, where it is installed
+        import uvloop
+    except ImportError:
+        asyncio.run(main())
+    else:
+        uvloop.run(main())
 """)
 
 
