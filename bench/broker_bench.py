@@ -409,34 +409,18 @@ def run_ours(bodies: list[bytes], count: int, inflight: int, latency_samples: in
 # ============================================================================ Redis Streams
 
 
-class RedisProcess:
-    """Debian's redis-server on a free loopback port, no persistence."""
+class ServerProcess:
+    """A peer's server binary on a free loopback port, started and stopped by a bench."""
 
     def __init__(self, work_dir: Path) -> None:
         self.work_dir = work_dir
         self.port = free_port()
         self.proc: subprocess.Popen[bytes] | None = None
 
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            raise SystemExit("redis-server is not installed: apt-get install -y redis-server")
+    def launch(self, argv: list[str]) -> None:
         self.work_dir.mkdir(parents=True, exist_ok=True)
-        argv = [binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
-                "--daemonize", "no", "--dir", str(self.work_dir), "--logfile", "", "--loglevel", "warning"]
         self.proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      stdin=subprocess.DEVNULL)
-        import redis
-
-        deadline = time.monotonic() + 15
-        while time.monotonic() < deadline:
-            try:
-                redis.Redis(host="127.0.0.1", port=self.port).ping()
-                return
-            except redis.ConnectionError:
-                time.sleep(0.05)
-        self.stop()
-        raise SystemExit("redis-server did not start")
 
     @property
     def pid(self) -> int:
@@ -455,6 +439,28 @@ class RedisProcess:
             except subprocess.TimeoutExpired:
                 proc.kill()
                 proc.wait()
+
+
+class RedisProcess(ServerProcess):
+    """Debian's redis-server on a free loopback port, no persistence."""
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            raise SystemExit("redis-server is not installed: apt-get install -y redis-server")
+        self.launch([binary, "--port", str(self.port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                     "--daemonize", "no", "--dir", str(self.work_dir), "--logfile", "", "--loglevel", "warning"])
+        import redis
+
+        deadline = time.monotonic() + 15
+        while time.monotonic() < deadline:
+            try:
+                redis.Redis(host="127.0.0.1", port=self.port).ping()
+                return
+            except redis.ConnectionError:
+                time.sleep(0.05)
+        self.stop()
+        raise SystemExit("redis-server did not start")
 
 
 def run_redis(count: int, inflight: int, progress: Progress, work_dir: Path,

@@ -57,7 +57,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "src"))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 
-from broker_bench import BrokerProcess, CpuMeter, RedisProcess, free_port, percentile, run_redis  # noqa: E402
+from broker_bench import BrokerProcess, CpuMeter, RedisProcess, ServerProcess, percentile, run_redis  # noqa: E402
 
 from rocketflow import Message, Producer, PushConsumer  # noqa: E402
 from rocketflow.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus  # noqa: E402
@@ -423,7 +423,7 @@ _LATENCY_CONSUMER = textwrap.dedent("""
 
 
 def latency(namesrv: str, rate: int, seconds: float, batch: int, progress: Progress,
-            mode: str = "threads") -> dict[str, float]:
+            mode: str = "threads") -> dict[str, Any]:
     """End-to-end latency: a producer subprocess at a steady rate and a push consumer subprocess.
 
     The consumer has a process of its own: in this one the progress display renders ~2 ms at a time,
@@ -432,45 +432,53 @@ def latency(namesrv: str, rate: int, seconds: float, batch: int, progress: Progr
     if mode not in LATENCY_MODES or (mode == "asyncio" and batch != 1):
         raise SystemExit(f"latency mode {mode!r} (batch {batch}) is not one of {LATENCY_MODES} (asyncio: batch 1)")
     total = (int(rate * seconds) + batch - 1) // batch * batch
-    task = progress.add_task(f"ours: latency at {rate:,} msg/s ({mode})", total=total)
     with tempfile.TemporaryDirectory(prefix="rocketflow-latency-") as work_dir:
         samples_path = Path(work_dir) / "samples.txt"
-        consumer = subprocess.Popen([sys.executable, "-c", _LATENCY_CONSUMER, str(REPO_ROOT / "src"), namesrv,
-                                     LATENCY_TOPIC, str(total), mode, str(samples_path), str(seconds + 60)],
-                                    stdout=subprocess.PIPE, text=True)
-        producer: subprocess.Popen[str] | None = None
-        try:
-            assert consumer.stdout is not None
-            if consumer.stdout.readline().strip() != "ready":
-                raise SystemExit("latency: the consumer did not start")
-            time.sleep(2.0)  # let the rebalance assign the queues before anything is sent
-            producer = subprocess.Popen([sys.executable, "-c", _LATENCY_PRODUCER, namesrv, LATENCY_TOPIC, str(rate),
-                                         str(seconds), str(REPO_ROOT / "src"), str(batch), mode],
-                                        stdout=subprocess.PIPE, text=True)
-            summary: list[str] = []
-            for line in consumer.stdout:
-                fields = line.split()
-                if fields[:1] == ["received"]:
-                    progress.update(task, completed=int(fields[1]))
-                elif fields[:1] == ["done"]:
-                    summary = fields
-            out, _ = producer.communicate(timeout=120)
-            consumer.wait(timeout=60)
-        finally:
-            for proc in (producer, consumer):
-                if proc is not None and proc.poll() is None:
-                    proc.kill()
-                    proc.wait()
-        samples = [int(line) / 1e6 for line in samples_path.read_text().split()] if samples_path.exists() else []
+        consumer = [sys.executable, "-c", _LATENCY_CONSUMER, str(REPO_ROOT / "src"), namesrv, LATENCY_TOPIC,
+                    str(total), mode, str(samples_path), str(seconds + 60)]
+        producer = [sys.executable, "-c", _LATENCY_PRODUCER, namesrv, LATENCY_TOPIC, str(rate), str(seconds),
+                    str(REPO_ROOT / "src"), str(batch), mode]
+        # the consumer's rebalance assigns the queues in the 2 s before anything is sent
+        result = measure_latency(f"ours: latency at {rate:,} msg/s ({mode})", consumer, producer, samples_path,
+                                 total, rate, progress, settle=2.0)
+    return {**result, "send_batch": batch, "mode": mode}
+
+
+def measure_latency(title: str, consumer_argv: list[str], producer_argv: list[str], samples_path: Path, total: int,
+                    rate: int, progress: Progress, settle: float = 0.0) -> dict[str, Any]:
+    """Start the consumer process, wait for its "ready" (then ``settle`` s), start the producer process,
+    follow the consumer's counts, then read the samples (ns, one a line) it wrote: p50/p99/p99.9/max."""
+    task = progress.add_task(title, total=total)
+    consumer = subprocess.Popen(consumer_argv, stdout=subprocess.PIPE, text=True)
+    producer: subprocess.Popen[str] | None = None
+    try:
+        assert consumer.stdout is not None
+        if consumer.stdout.readline().strip() != "ready":
+            raise SystemExit(f"{title}: the consumer did not start")
+        time.sleep(settle)
+        producer = subprocess.Popen(producer_argv, stdout=subprocess.PIPE, text=True)
+        summary: list[str] = []
+        for line in consumer.stdout:
+            fields = line.split()
+            if fields[:1] == ["received"]:
+                progress.update(task, completed=int(fields[1]))
+            elif fields[:1] == ["done"]:
+                summary = fields
+        out, _ = producer.communicate(timeout=120)
+        consumer.wait(timeout=60)
+    finally:
+        for proc in (producer, consumer):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    samples = [int(line) / 1e6 for line in samples_path.read_text().split()] if samples_path.exists() else []
     progress.update(task, completed=len(samples))
     if len(samples) < total:
-        raise SystemExit(f"latency: received {len(samples)} of {total} ({out.strip()})")
+        raise SystemExit(f"{title}: received {len(samples)} of {total} ({out.strip()})")
     fields = out.split() if out.startswith("sent") else []
-    sent_rate = float(fields[2]) if len(fields) > 2 else 0.0
-    producer_cpu = float(fields[3]) if len(fields) > 3 else 0.0
-    consumer_cpu = float(summary[2]) if len(summary) > 2 else 0.0
-    return {"messages": len(samples), "target_rate": rate, "sent_rate": sent_rate, "send_batch": batch,
-            "mode": mode, "producer_cpu_s": producer_cpu, "consumer_cpu_s": consumer_cpu,
+    return {"messages": len(samples), "target_rate": rate, "sent_rate": float(fields[2]) if len(fields) > 2 else 0.0,
+            "producer_cpu_s": float(fields[3]) if len(fields) > 3 else 0.0,
+            "consumer_cpu_s": float(summary[2]) if len(summary) > 2 else 0.0,
             "p50_ms": round(statistics.median(samples), 3), "p99_ms": round(percentile(samples, 0.99), 3),
             "p999_ms": round(percentile(samples, 0.999), 3), "max_ms": round(max(samples), 3),
             "mean_ms": round(statistics.fmean(samples), 3)}
@@ -766,22 +774,14 @@ _NATS_LATENCY_PRODUCER = textwrap.dedent("""
 """)
 
 
-class NatsProcess:
+class NatsProcess(ServerProcess):
     """Debian's nats-server with JetStream (file storage) on a free loopback port."""
-
-    def __init__(self, work_dir: Path) -> None:
-        self.work_dir = work_dir
-        self.port = free_port()
-        self.proc: subprocess.Popen[bytes] | None = None
 
     def start(self) -> None:
         binary = shutil.which("nats-server")
         if binary is None:
             raise FileNotFoundError("nats-server")
-        self.work_dir.mkdir(parents=True, exist_ok=True)
-        self.proc = subprocess.Popen([binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd",
-                                      str(self.work_dir)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     stdin=subprocess.DEVNULL)
+        self.launch([binary, "-a", "127.0.0.1", "-p", str(self.port), "-js", "-sd", str(self.work_dir)])
         deadline = time.monotonic() + 15
         while time.monotonic() < deadline:
             try:
@@ -797,58 +797,16 @@ class NatsProcess:
         out = subprocess.run([binary, "--version"], capture_output=True, text=True, check=False).stdout
         return out.strip().rsplit("v", 1)[-1] or "?"
 
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None and proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-
 
 def run_peer_latency(consumer_code: str, producer_code: str, name: str, port: int, rate: int, seconds: float,
                      progress: Progress, work_dir: Path) -> dict[str, Any]:
-    """A peer's latency phase: its consumer process, then its producer process; p50/p99 as `latency`."""
+    """A peer's latency phase, shaped as ours: its consumer process, then its paced producer process."""
     total = int(rate * seconds)
-    task = progress.add_task(f"{name}: latency at {rate:,} msg/s", total=total)
     samples_path = work_dir / f"{name}-latency-samples.txt"
-    consumer: subprocess.Popen[str] | None = None
-    producer: subprocess.Popen[str] | None = None
-    out = ""
-    try:
-        consumer = subprocess.Popen([sys.executable, "-c", consumer_code, str(port), str(total), str(samples_path),
-                                     str(seconds + 60)], stdout=subprocess.PIPE, text=True)
-        assert consumer.stdout is not None
-        if consumer.stdout.readline().strip() != "ready":
-            raise SystemExit(f"{name} latency: the consumer did not start")
-        producer = subprocess.Popen([sys.executable, "-c", producer_code, str(port), str(rate), str(seconds)],
-                                    stdout=subprocess.PIPE, text=True)
-        summary: list[str] = []
-        for line in consumer.stdout:
-            fields = line.split()
-            if fields[:1] == ["received"]:
-                progress.update(task, completed=int(fields[1]))
-            elif fields[:1] == ["done"]:
-                summary = fields
-        out, _ = producer.communicate(timeout=120)
-        consumer.wait(timeout=60)
-    finally:
-        for proc in (producer, consumer):
-            if proc is not None and proc.poll() is None:
-                proc.kill()
-                proc.wait()
-    samples = [int(line) / 1e6 for line in samples_path.read_text().split()] if samples_path.exists() else []
-    if len(samples) < total:
-        raise SystemExit(f"{name} latency: received {len(samples)} of {total} ({out.strip()})")
-    fields = out.split() if out.startswith("sent") else []
-    return {"messages": len(samples), "target_rate": rate, "sent_rate": float(fields[2]) if len(fields) > 2 else 0.0,
-            "producer_cpu_s": float(fields[3]) if len(fields) > 3 else 0.0,
-            "consumer_cpu_s": float(summary[2]) if len(summary) > 2 else 0.0,
-            "p50_ms": round(statistics.median(samples), 3), "p99_ms": round(percentile(samples, 0.99), 3),
-            "p999_ms": round(percentile(samples, 0.999), 3), "max_ms": round(max(samples), 3),
-            "mean_ms": round(statistics.fmean(samples), 3)}
+    consumer = [sys.executable, "-c", consumer_code, str(port), str(total), str(samples_path), str(seconds + 60)]
+    producer = [sys.executable, "-c", producer_code, str(port), str(rate), str(seconds)]
+    return measure_latency(f"{name}: latency at {rate:,} msg/s", consumer, producer, samples_path, total, rate,
+                           progress)
 
 
 def run_nats_latency(rate: int, seconds: float, progress: Progress, work_dir: Path) -> dict[str, Any]:
@@ -1072,24 +1030,17 @@ def print_report(console: Console, results: Results) -> None:
                       f"{lat['messages']:,} messages): p50 {lat['p50_ms']:.3f} ms, p99 {lat['p99_ms']:.3f} ms, "
                       f"p99.9 {lat['p999_ms']:.3f} ms, max {lat['max_ms']:.3f} ms")
         checks.append(f"p99 < 2 ms, {mode} ({lat['p99_ms'] < 2.0})")
-    redis_latency = redis_results.get("latency")
-    if redis_latency:
+    peers = (("Redis Streams (redis-py)", redis_results.get("latency"), "redis"),
+             (f"NATS JetStream {results.nats.get('nats_server', '')} (nats-py)", results.nats, "nats"))
+    for label, peer, key in peers:
+        if not peer:
+            continue
         versus = ", ".join(f"{ratios[name]:.2f}x ({mode})" for name, mode in
-                           (("latency_p99_vs_redis", "asyncio"), ("threads_latency_p99_vs_redis", "threads"))
+                           ((f"latency_p99_vs_{key}", "asyncio"), (f"threads_latency_p99_vs_{key}", "threads"))
                            if name in ratios)
-        console.print(f"Redis Streams (redis-py) at {redis_latency['target_rate']:,} msg/s (sent "
-                      f"{redis_latency['sent_rate']:,.0f}/s, {redis_latency['messages']:,} messages): p50 "
-                      f"{redis_latency['p50_ms']:.3f} ms, p99 {redis_latency['p99_ms']:.3f} ms, p99.9 "
-                      f"{redis_latency['p999_ms']:.3f} ms, max {redis_latency['max_ms']:.3f} ms; our p99 is {versus}")
-    nats_latency = results.nats
-    if nats_latency:
-        versus = ", ".join(f"{ratios[name]:.2f}x ({mode})" for name, mode in
-                           (("latency_p99_vs_nats", "asyncio"), ("threads_latency_p99_vs_nats", "threads"))
-                           if name in ratios)
-        console.print(f"NATS JetStream {nats_latency['nats_server']} (nats-py) at {nats_latency['target_rate']:,} "
-                      f"msg/s (sent {nats_latency['sent_rate']:,.0f}/s, {nats_latency['messages']:,} messages): p50 "
-                      f"{nats_latency['p50_ms']:.3f} ms, p99 {nats_latency['p99_ms']:.3f} ms, p99.9 "
-                      f"{nats_latency['p999_ms']:.3f} ms, max {nats_latency['max_ms']:.3f} ms; our p99 is {versus}")
+        console.print(f"{label} at {peer['target_rate']:,} msg/s (sent {peer['sent_rate']:,.0f}/s, "
+                      f"{peer['messages']:,} messages): p50 {peer['p50_ms']:.3f} ms, p99 {peer['p99_ms']:.3f} ms, "
+                      f"p99.9 {peer['p999_ms']:.3f} ms, max {peer['max_ms']:.3f} ms; our p99 is {versus}")
     if "consume_vs_cpp" in ratios:
         checks.append(f"consume >= 1.0x C++ ({ratios['consume_vs_cpp'] >= 1.0})")
     if "consume_vs_redis" in ratios:
