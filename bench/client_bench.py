@@ -677,6 +677,7 @@ _NATS_LATENCY_CONSUMER = textwrap.dedent("""
     async def main():
         connection = await nats.connect(f"nats://127.0.0.1:{port}")
         stream = connection.jetstream()
+        await stream.add_stream(name="LATENCY", subjects=["latency.*"])
         samples = []
         done = asyncio.Event()
 
@@ -820,19 +821,7 @@ def run_nats_latency(rate: int, seconds: float, progress: Progress, work_dir: Pa
         server.start()
     except FileNotFoundError:
         return {}
-    try:
-        setup = textwrap.dedent("""
-            import asyncio, sys
-            import nats
-
-            async def main():
-                connection = await nats.connect(f"nats://127.0.0.1:{sys.argv[1]}")
-                await connection.jetstream().add_stream(name="LATENCY", subjects=["latency.*"])
-                await connection.close()
-
-            asyncio.run(main())
-        """)
-        subprocess.run([sys.executable, "-c", setup, str(server.port)], check=True, timeout=60)
+    try:  # the consumer process makes the stream before it says it is ready
         result = run_peer_latency(_NATS_LATENCY_CONSUMER, _NATS_LATENCY_PRODUCER, "nats", server.port, rate,
                                   seconds, progress, work_dir)
         result["nats_server"] = server.version()
