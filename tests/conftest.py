@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import tempfile
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -20,6 +23,20 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 SHARED_DIR = REPO_ROOT.parent / "shared"
 #: frames captured from the real clients (npm ali-ons 3.12.0, PyPI rocketmq 0.4.4), kept in the repo
 CAPTURED_DIR = REPO_ROOT / "tests" / "data" / "captured"
+
+
+#: Free space the suite needs where its stores go: a whole run writes ~1.2 GB under tmp_path.
+MIN_FREE_BYTES = int(float(os.environ.get("ROCKETFLOW_TEST_MIN_FREE_GB", "2")) * 1024**3)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    """Stop at once, saying why, when the temp disk is nearly full: otherwise hundreds of tests fail
+    with store errors (or pytest itself with an INTERNALERROR) and the cause is buried."""
+    temp_dir = tempfile.gettempdir()
+    free = shutil.disk_usage(temp_dir).free
+    if free < MIN_FREE_BYTES:
+        pytest.exit(f"only {free / 1024**3:.1f} GB free under {temp_dir}; the suite needs "
+                    f"{MIN_FREE_BYTES / 1024**3:.1f} GB (ROCKETFLOW_TEST_MIN_FREE_GB sets it)", returncode=3)
 
 
 @pytest.fixture(scope="session")
