@@ -66,6 +66,12 @@ _SIZE = struct.Struct(">i")
 # ============================================================================ helpers
 
 
+def machine_info() -> dict[str, Any]:
+    """What a bench's JSON records of the machine and the interpreter it ran on."""
+    return {"cpus": os.cpu_count(), "python": platform.python_version(),
+            "interpreter": os.path.realpath(sys.executable), "platform": platform.platform()}
+
+
 def free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
         sock.bind(("127.0.0.1", 0))
@@ -659,9 +665,7 @@ def main() -> None:
     count = args.messages or (100_000 if args.quick else 1_000_000)
     latency_samples = args.latency_samples or (500 if args.quick else 2000)
     console = Console(width=None if sys.stdout.isatty() else 150)
-    results = Results(messages=count, inflight=args.inflight, body_sizes=args.body_sizes, machine={
-        "cpus": os.cpu_count(), "python": platform.python_version(),
-        "interpreter": os.path.realpath(sys.executable), "platform": platform.platform()})
+    results = Results(messages=count, inflight=args.inflight, body_sizes=args.body_sizes, machine=machine_info())
     work_dir = Path(tempfile.mkdtemp(prefix="rocketflow-broker-bench-"))
     try:
         with Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -32,7 +32,6 @@ import argparse
 import itertools
 import json
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -57,7 +56,15 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "src"))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 
-from broker_bench import BrokerProcess, CpuMeter, RedisProcess, ServerProcess, percentile, run_redis  # noqa: E402
+from broker_bench import (  # noqa: E402
+    BrokerProcess,
+    CpuMeter,
+    RedisProcess,
+    ServerProcess,
+    machine_info,
+    percentile,
+    run_redis,
+)
 
 from rocketflow import Message, Producer, PushConsumer  # noqa: E402
 from rocketflow.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus  # noqa: E402
@@ -915,9 +922,8 @@ def main() -> None:
     cpp_count = args.cpp_messages or sync_count
     latency_seconds = args.latency_seconds or (5.0 if args.quick else 20.0)
     console = Console(width=None if sys.stdout.isatty() else 150)
-    results = Results(messages=count, sync_messages=sync_count, cpp_messages=cpp_count, machine={
-        "cpus": os.cpu_count(), "python": platform.python_version(),
-        "interpreter": os.path.realpath(sys.executable), "platform": platform.platform()})
+    results = Results(messages=count, sync_messages=sync_count, cpp_messages=cpp_count,
+                      machine=machine_info())
     work_dir = Path(tempfile.mkdtemp(prefix="rocketflow-client-bench-"))
     broker = BrokerProcess(work_dir / "store")
     try:

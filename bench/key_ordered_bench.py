@@ -25,8 +25,6 @@ import asyncio
 import itertools
 import json
 import logging
-import os
-import platform
 import sys
 import tempfile
 import threading
@@ -44,7 +42,7 @@ REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "src"))
 sys.path.insert(0, str(REPO_ROOT / "bench"))
 
-from broker_bench import BrokerProcess, CpuMeter  # noqa: E402
+from broker_bench import BrokerProcess, CpuMeter, machine_info  # noqa: E402
 
 from rocketflow import Message, Producer, PushConsumer  # noqa: E402
 from rocketflow.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus  # noqa: E402
@@ -230,9 +228,7 @@ def main() -> None:
     console.print(table)
     results = {"messages": args.messages, "keys": args.keys, "queues": QUEUES, "sleep_ms": args.sleep_ms,
                "threads": args.threads, "max_in_flight_per_queue": args.max_in_flight, "rows": rows,
-               "ratios": ratios, "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-                                             "interpreter": os.path.realpath(sys.executable),
-                                             "platform": platform.platform()}}
+               "ratios": ratios, "machine": machine_info()}
     out_dir = REPO_ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)
     out = out_dir / f"key_ordered_bench-{time.strftime('%Y%m%d-%H%M%S')}.json"

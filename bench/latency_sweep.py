@@ -16,8 +16,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import shutil
 import sys
 import tempfile
@@ -32,7 +30,7 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from broker_bench import BrokerProcess, CpuMeter
+from broker_bench import BrokerProcess, CpuMeter, machine_info
 from client_bench import LATENCY_MODES, LATENCY_TOPIC, REPO_ROOT, create_topic, latency
 
 from rocketflow import Producer
@@ -148,9 +146,7 @@ def main() -> None:
     console.print(table)
     output = args.output or REPO_ROOT / "bench" / "results" / f"latency_sweep-{time.strftime('%Y%m%d-%H%M%S')}.json"
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({"seconds": args.seconds, "cpus": psutil.cpu_count(),
-                                  "python": platform.python_version(),
-                                  "interpreter": os.path.realpath(sys.executable), "rows": rows}, indent=2) + "\n")
+    output.write_text(json.dumps({"seconds": args.seconds, **machine_info(), "rows": rows}, indent=2) + "\n")
     console.print(f"results written to {output}")
     png = output.with_suffix(".png")
     if plot(rows, png):

@@ -25,7 +25,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import shutil
 import signal
 import socket
@@ -42,6 +41,9 @@ from rich.table import Table
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO_ROOT / "src"))
+sys.path.insert(0, str(REPO_ROOT / "bench"))
+
+from broker_bench import machine_info  # noqa: E402
 
 from rocketflow.client import Producer  # noqa: E402
 from rocketflow.protocol.bodies import TopicConfig  # noqa: E402
@@ -347,8 +349,7 @@ def main() -> None:
         "parquet": {"rows": parquet_rows, "bytes": parquet_bytes, "seconds": [round(t, 3) for t in parquet_times]},
         "ratio": round(ratio, 3),
         "floor_ratio": round(floor_ratio, 3),
-        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
-        "interpreter": os.path.realpath(sys.executable), "platform": platform.platform()},
+        "machine": machine_info(),
     }
     out_dir = REPO_ROOT / "bench" / "results"
     out_dir.mkdir(parents=True, exist_ok=True)

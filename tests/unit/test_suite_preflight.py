@@ -7,6 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+# not imported from conftest: with the whole suite collected, `conftest` may name tests/unit/store's
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
