@@ -4,12 +4,16 @@ demos and tests.
 Use it as ``async with DevCluster() as cluster:`` inside a running loop, or from synchronous
 code with ``cluster = DevCluster.start_in_thread()`` ... ``cluster.close()`` (the servers then run
 on a background thread's loop). Without a ``store_dir`` the store lives in a temporary directory
-removed at close (unless ``keep_store``).
+removed at close (unless ``keep_store``). A process killed outright (SIGKILL, a crash, a power cut)
+cannot remove its own; the next cluster to make one removes the ones whose owner is gone
+(`sweep_stale_temp_stores`).
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
+import os
 import shutil
 import tempfile
 import threading
@@ -24,6 +28,82 @@ from rocketflow.namesrv import NameServer, NamesrvConfig
 from rocketflow.net.event_loop import parse_event_loop_kind, resolve_event_loop_kind, run
 from rocketflow.store import BrokerRole
 
+logger = logging.getLogger(__name__)
+
+#: the name prefix of a dev cluster's temporary store directory
+TEMP_STORE_PREFIX = "rocketflow-dev-"
+#: the file in a temporary store naming the process that made it: "<pid> <start time> <pid namespace>"
+TEMP_STORE_OWNER_FILE = "rocketflow-dev.owner"
+
+
+def _pid_namespace() -> str:
+    """This process's pid namespace (Linux): a pid means nothing to a process in another one, such as
+    a container sharing the temporary directory; "-" where it cannot be told."""
+    try:
+        return os.readlink("/proc/self/ns/pid").replace(" ", "")
+    except OSError:
+        return "-"
+
+
+def _process_start_time(pid: int) -> str:
+    """The process's start time in clock ticks since boot (Linux), so that a reused pid is told apart;
+    "" where ``/proc`` does not say."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as stat:
+            fields = stat.read().rsplit(b")", 1)[1].split()
+        return fields[19].decode()
+    except (OSError, IndexError):
+        return ""
+
+
+def _owner_is_alive(pid: int, start_time: str) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:  # alive, someone else's
+        return True
+    return not start_time or _process_start_time(pid) in ("", start_time)
+
+
+def mark_temp_store(directory: Path) -> None:
+    """Name this process as the owner of the temporary store ``directory``."""
+    pid = os.getpid()
+    (directory / TEMP_STORE_OWNER_FILE).write_text(f"{pid} {_process_start_time(pid) or '-'} {_pid_namespace()}\n")
+
+
+def sweep_stale_temp_stores(temp_root: str | Path | None = None) -> list[Path]:
+    """Remove the dev clusters' temporary stores under ``temp_root`` (the system's temporary directory by
+    default) whose owning process is gone; returns the directories removed.
+
+    Only a directory with the prefix, owned by this user, with a readable owner file naming a process
+    of this pid namespace that no longer runs (or whose pid now belongs to a later process) is
+    removed. A kept store (``keep_store``) has no owner file and stays, as does anything this cannot read.
+    """
+    root = Path(temp_root if temp_root is not None else tempfile.gettempdir())
+    removed: list[Path] = []
+    try:
+        candidates = [entry for entry in root.iterdir() if entry.name.startswith(TEMP_STORE_PREFIX)]
+    except OSError:
+        return removed
+    uid = os.getuid()
+    namespace = _pid_namespace()
+    for directory in candidates:
+        try:
+            if directory.is_symlink() or not directory.is_dir() or directory.stat().st_uid != uid:
+                continue
+            pid_text, start_time, owner_namespace = (directory / TEMP_STORE_OWNER_FILE).read_text().split()
+            pid = int(pid_text)
+        except (OSError, ValueError):
+            continue
+        if pid <= 0 or owner_namespace != namespace or _owner_is_alive(pid, start_time.strip("-")):
+            continue
+        shutil.rmtree(directory, ignore_errors=True)
+        if not directory.exists():
+            logger.info("removed the temporary store %s of dev cluster process %d, which is gone", directory, pid)
+            removed.append(directory)
+    return removed
+
 
 class DevCluster:
     """Name server + broker on 127.0.0.1 (ports 0 = free ports)."""
@@ -31,15 +111,18 @@ class DevCluster:
     def __init__(self, *, namesrv_port: int = 0, broker_port: int = 0, store_dir: str | Path | None = None,
                  host: str = "127.0.0.1", keep_store: bool = False,
                  broker_settings: Mapping[str, object] | None = None, slaves: int = 0,
-                 event_loop: str = "auto") -> None:
+                 event_loop: str = "auto", sweep_stale_stores: bool = True) -> None:
         """``broker_settings`` are `BrokerConfig` fields (``"store.<name>"`` for store fields); the name
         server takes the ``tls_mode`` / ``tls_server_*`` ones too. ``slaves`` > 0 also runs that many
         slaves of the broker (ids 1..n, free ports, stores under ``slave-<id>`` of the store dir).
-        ``event_loop`` is the loop `start_background` serves on (see `rocketflow.net.event_loop`)."""
+        ``event_loop`` is the loop `start_background` serves on (see `rocketflow.net.event_loop`).
+        ``sweep_stale_stores``: making a temporary store first removes those of dev clusters whose
+        process is gone (`sweep_stale_temp_stores`)."""
         self.host = host
         self.namesrv_port = namesrv_port
         self.broker_port = broker_port
         self.keep_store = keep_store or store_dir is not None
+        self.sweep_stale_stores = sweep_stale_stores
         self._temp_dir: str | None = None
         self._store_dir = Path(store_dir) if store_dir is not None else None
         self.broker_settings = dict(broker_settings or {})
@@ -83,8 +166,12 @@ class DevCluster:
 
     async def start(self) -> None:
         if self._store_dir is None:
-            self._temp_dir = tempfile.mkdtemp(prefix="rocketflow-dev-")
+            if self.sweep_stale_stores:
+                sweep_stale_temp_stores()
+            self._temp_dir = tempfile.mkdtemp(prefix=TEMP_STORE_PREFIX)
             self._store_dir = Path(self._temp_dir)
+            if not self.keep_store:
+                mark_temp_store(self._store_dir)
         namesrv_tls = {key: value for key, value in self.broker_settings.items()
                        if key == "tls_mode" or key.startswith("tls_server_")}
         namesrv = NameServer(NamesrvConfig(host=self.host, port=self.namesrv_port, **namesrv_tls))  # type: ignore[arg-type]
@@ -199,4 +286,4 @@ class DevCluster:
         self.close()
 
 
-__all__ = ["DevCluster"]
+__all__ = ["TEMP_STORE_OWNER_FILE", "TEMP_STORE_PREFIX", "DevCluster", "mark_temp_store", "sweep_stale_temp_stores"]

@@ -209,7 +209,8 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
 @click.option("--namesrv-port", default=9876, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--broker-port", default=10911, show_default=True, type=click.IntRange(0, 65535))
 @click.option("--store-dir", default=None, type=click.Path(file_okay=False),
-              help="Store root [default: a temporary directory, removed at exit unless --keep].")
+              help="Store root [default: a temporary directory, removed at exit unless --keep; the next "
+                   "dev removes one that a killed dev left].")
 @click.option("--keep", is_flag=True, help="Keep the temporary store directory at exit.")
 @click.option("--slaves", default=0, show_default=True, type=click.IntRange(0, 8),
               help="Also run this many slaves of the broker (free ports; see docs/replication.md).")
