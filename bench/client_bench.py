@@ -430,7 +430,7 @@ _LATENCY_CONSUMER = textwrap.dedent("""
 
 
 def latency(namesrv: str, rate: int, seconds: float, batch: int, progress: Progress,
-            mode: str = "threads") -> dict[str, Any]:
+            mode: str = "threads", broker_pid: int | None = None) -> dict[str, Any]:
     """End-to-end latency: a producer subprocess at a steady rate and a push consumer subprocess.
 
     The consumer has a process of its own: in this one the progress display renders ~2 ms at a time,
@@ -447,14 +447,18 @@ def latency(namesrv: str, rate: int, seconds: float, batch: int, progress: Progr
                     str(REPO_ROOT / "src"), str(batch), mode]
         # the consumer's rebalance assigns the queues in the 2 s before anything is sent
         result = measure_latency(f"ours: latency at {rate:,} msg/s ({mode})", consumer, producer, samples_path,
-                                 total, rate, progress, settle=2.0)
+                                 total, rate, progress, settle=2.0, server_pid=broker_pid)
     return {**result, "send_batch": batch, "mode": mode}
 
 
 def measure_latency(title: str, consumer_argv: list[str], producer_argv: list[str], samples_path: Path, total: int,
-                    rate: int, progress: Progress, settle: float = 0.0) -> dict[str, Any]:
+                    rate: int, progress: Progress, settle: float = 0.0,
+                    server_pid: int | None = None) -> dict[str, Any]:
     """Start the consumer process, wait for its "ready" (then ``settle`` s), start the producer process,
-    follow the consumer's counts, then read the samples (ns, one a line) it wrote: p50/p99/p99.9/max."""
+    follow the consumer's counts, then read the samples (ns, one a line) it wrote: p50/p99/p99.9/max.
+
+    With ``server_pid`` the server's CPU over the producer's run is measured too, so that each of the
+    three processes' CPU a message can be set beside the peer's."""
     task = progress.add_task(title, total=total)
     consumer = subprocess.Popen(consumer_argv, stdout=subprocess.PIPE, text=True)
     producer: subprocess.Popen[str] | None = None
@@ -463,6 +467,9 @@ def measure_latency(title: str, consumer_argv: list[str], producer_argv: list[st
         if consumer.stdout.readline().strip() != "ready":
             raise SystemExit(f"{title}: the consumer did not start")
         time.sleep(settle)
+        server_cpu = CpuMeter(psutil.Process(server_pid)) if server_pid is not None else None
+        if server_cpu is not None:
+            server_cpu.start()
         producer = subprocess.Popen(producer_argv, stdout=subprocess.PIPE, text=True)
         summary: list[str] = []
         for line in consumer.stdout:
@@ -472,6 +479,7 @@ def measure_latency(title: str, consumer_argv: list[str], producer_argv: list[st
             elif fields[:1] == ["done"]:
                 summary = fields
         out, _ = producer.communicate(timeout=120)
+        server_cpu_s = server_cpu.stop() if server_cpu is not None else None
         consumer.wait(timeout=60)
     finally:
         for proc in (producer, consumer):
@@ -483,9 +491,14 @@ def measure_latency(title: str, consumer_argv: list[str], producer_argv: list[st
     if len(samples) < total:
         raise SystemExit(f"{title}: received {len(samples)} of {total} ({out.strip()})")
     fields = out.split() if out.startswith("sent") else []
+    producer_cpu_s = float(fields[3]) if len(fields) > 3 else 0.0
+    consumer_cpu_s = float(summary[2]) if len(summary) > 2 else 0.0
+    cpu_us_per_msg = {"producer": round(producer_cpu_s / total * 1e6, 1),
+                      "consumer": round(consumer_cpu_s / total * 1e6, 1)}
+    if server_cpu_s is not None:
+        cpu_us_per_msg["server"] = round(server_cpu_s / total * 1e6, 1)
     return {"messages": len(samples), "target_rate": rate, "sent_rate": float(fields[2]) if len(fields) > 2 else 0.0,
-            "producer_cpu_s": float(fields[3]) if len(fields) > 3 else 0.0,
-            "consumer_cpu_s": float(summary[2]) if len(summary) > 2 else 0.0,
+            "producer_cpu_s": producer_cpu_s, "consumer_cpu_s": consumer_cpu_s, "cpu_us_per_msg": cpu_us_per_msg,
             "p50_ms": round(statistics.median(samples), 3), "p99_ms": round(percentile(samples, 0.99), 3),
             "p999_ms": round(percentile(samples, 0.999), 3), "max_ms": round(max(samples), 3),
             "mean_ms": round(statistics.fmean(samples), 3)}
@@ -506,12 +519,12 @@ def run_ours(broker: BrokerProcess, count: int, sync_count: int, latency_rate: i
     orderly = consume(broker.namesrv_addr, "client_bench_orderly", total, True, progress, profile_dir)
     on_loop = consume(broker.namesrv_addr, "client_bench_concurrent_async", total, False, progress, profile_dir,
                       on_loop=True)
-    lat = latency(broker.namesrv_addr, latency_rate, latency_seconds, latency_batch, progress)
+    lat = latency(broker.namesrv_addr, latency_rate, latency_seconds, latency_batch, progress, broker_pid=broker.pid)
     results = {"produce_sync": sync, "produce_batch": batches, "consume_concurrent": concurrent,
                "consume_orderly": orderly, "consume_concurrent_async": on_loop, "latency": lat}
     if latency_batch == 1:  # and as an asyncio application would send and consume (see LATENCY_MODES)
         results["latency_asyncio"] = latency(broker.namesrv_addr, latency_rate, latency_seconds, 1, progress,
-                                             "asyncio")
+                                             "asyncio", broker_pid=broker.pid)
     return results
 
 
@@ -667,7 +680,7 @@ def run_redis_latency(rate: int, seconds: float, progress: Progress, work_dir: P
             client.xgroup_create(f"latency:{index}", "latency", id="$", mkstream=True)
         client.close()
         return run_peer_latency(_REDIS_LATENCY_CONSUMER, _REDIS_LATENCY_PRODUCER, "redis", server.port, rate,
-                                seconds, progress, work_dir)
+                                seconds, progress, work_dir, server.pid)
     finally:
         server.stop()
 
@@ -807,14 +820,14 @@ class NatsProcess(ServerProcess):
 
 
 def run_peer_latency(consumer_code: str, producer_code: str, name: str, port: int, rate: int, seconds: float,
-                     progress: Progress, work_dir: Path) -> dict[str, Any]:
+                     progress: Progress, work_dir: Path, server_pid: int | None = None) -> dict[str, Any]:
     """A peer's latency phase, shaped as ours: its consumer process, then its paced producer process."""
     total = int(rate * seconds)
     samples_path = work_dir / f"{name}-latency-samples.txt"
     consumer = [sys.executable, "-c", consumer_code, str(port), str(total), str(samples_path), str(seconds + 60)]
     producer = [sys.executable, "-c", producer_code, str(port), str(rate), str(seconds)]
     return measure_latency(f"{name}: latency at {rate:,} msg/s", consumer, producer, samples_path, total, rate,
-                           progress)
+                           progress, server_pid=server_pid)
 
 
 def run_nats_latency(rate: int, seconds: float, progress: Progress, work_dir: Path) -> dict[str, Any]:
@@ -830,7 +843,7 @@ def run_nats_latency(rate: int, seconds: float, progress: Progress, work_dir: Pa
         return {}
     try:  # the consumer process makes the stream before it says it is ready
         result = run_peer_latency(_NATS_LATENCY_CONSUMER, _NATS_LATENCY_PRODUCER, "nats", server.port, rate,
-                                  seconds, progress, work_dir)
+                                  seconds, progress, work_dir, server.pid)
         result["nats_server"] = server.version()
         return result
     finally:
@@ -976,6 +989,13 @@ def main() -> None:
     console.print(f"results written to {output}")
 
 
+def cpu_text(latency_result: dict[str, Any]) -> str:
+    """A latency phase's CPU a message, by process."""
+    cpu = latency_result.get("cpu_us_per_msg", {})
+    return "CPU a message: " + ", ".join(f"{role} {cpu[role]:.0f} us" for role in ("producer", "server", "consumer")
+                                         if role in cpu)
+
+
 def print_report(console: Console, results: Results) -> None:
     table = Table(title=f"client benchmark: {BODY_SIZE} B messages, {QUEUES} queues, no-op listener")
     for column in ("system", "phase", "messages", "msg/s", "seconds", "ratio"):
@@ -1023,7 +1043,7 @@ def print_report(console: Console, results: Results) -> None:
         console.print(f"end-to-end latency at {lat['target_rate']:,} msg/s ({mode}; sent {lat['sent_rate']:,.0f}/s, "
                       f"{lat['send_batch']} per send, "
                       f"{lat['messages']:,} messages): p50 {lat['p50_ms']:.3f} ms, p99 {lat['p99_ms']:.3f} ms, "
-                      f"p99.9 {lat['p999_ms']:.3f} ms, max {lat['max_ms']:.3f} ms")
+                      f"p99.9 {lat['p999_ms']:.3f} ms, max {lat['max_ms']:.3f} ms; {cpu_text(lat)}")
         checks.append(f"p99 < 2 ms, {mode} ({lat['p99_ms'] < 2.0})")
     peers = (("Redis Streams (redis-py)", redis_results.get("latency"), "redis"),
              (f"NATS JetStream {results.nats.get('nats_server', '')} (nats-py)", results.nats, "nats"))
@@ -1035,7 +1055,8 @@ def print_report(console: Console, results: Results) -> None:
                            if name in ratios)
         console.print(f"{label} at {peer['target_rate']:,} msg/s (sent {peer['sent_rate']:,.0f}/s, "
                       f"{peer['messages']:,} messages): p50 {peer['p50_ms']:.3f} ms, p99 {peer['p99_ms']:.3f} ms, "
-                      f"p99.9 {peer['p999_ms']:.3f} ms, max {peer['max_ms']:.3f} ms; our p99 is {versus}")
+                      f"p99.9 {peer['p999_ms']:.3f} ms, max {peer['max_ms']:.3f} ms; {cpu_text(peer)}; "
+                      f"our p99 is {versus}")
     if "consume_vs_cpp" in ratios:
         checks.append(f"consume >= 1.0x C++ ({ratios['consume_vs_cpp'] >= 1.0})")
     if "consume_vs_redis" in ratios:
