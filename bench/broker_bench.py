@@ -182,8 +182,11 @@ def percentile(values: list[float], fraction: float) -> float:
 class BrokerProcess:
     """`rocketflow dev` as a subprocess on free ports with a temporary store."""
 
-    def __init__(self, store_dir: Path, extra_args: tuple[str, ...] = (), slaves: int = 0) -> None:
+    def __init__(self, store_dir: Path, extra_args: tuple[str, ...] = (), slaves: int = 0,
+                 src_dir: Path | None = None) -> None:
         self.store_dir = store_dir
+        #: the source tree the broker runs from (default: this repository's src)
+        self.src_dir = src_dir or REPO_ROOT / "src"
         #: more `rocketflow dev` options (``--set key=value`` ...); `slaves` adds ``--slaves``
         self.extra_args = extra_args
         self.slaves = slaves
@@ -198,7 +201,7 @@ class BrokerProcess:
                 str(free_port()), "--store-dir", str(self.store_dir), "--slaves", str(self.slaves),
                 *self.extra_args]
         env = dict(os.environ)
-        env["PYTHONPATH"] = str(REPO_ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+        env["PYTHONPATH"] = str(self.src_dir) + os.pathsep + env.get("PYTHONPATH", "")
         self.proc = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
                                      text=True, env=env)
         assert self.proc.stdout is not None
