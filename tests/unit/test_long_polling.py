@@ -57,7 +57,7 @@ def test_woken_pulls_are_answered_together_and_each_connection_written_once() ->
         await asyncio.sleep(0)
         assert events == [("queue", "first"), ("queue", "first"), ("queue", "second"),
                           ("write", "first"), ("write", "second")]
-        assert service.held_count == 0 and service.woken_by_message == 4
+        assert service.held_count == 0 and service.woken_by_message == 4 and service.suspended == 4
         await service.stop()
 
     asyncio.run(scenario())
@@ -106,6 +106,7 @@ def test_each_held_pull_is_answered_at_its_own_timeout() -> None:
         assert answered_at["woken"] < 0.05 and "gone" not in answered_at
         assert [name for kind, name in events if kind == "write"].count("woken") == 1
         assert service.woken_by_timeout == 3 and service.woken_by_message == 1 and service.held_count == 0
+        assert service.suspended == 5
         await service.stop()
 
     asyncio.run(scenario())

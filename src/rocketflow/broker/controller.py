@@ -421,6 +421,11 @@ class BrokerController:
             "producerGroupsOnline": str(len(self.clients.producer_groups)),
             "connections": str(len(self.server.channels)),
             "pullRequestsHeld": str(self.hold_service.held_count),
+            # rocketflow's own: how long polling went since the start (a message that found its queue's
+            # pull held reached the consumer without waiting for the consumer's next pull)
+            "pullRequestsSuspended": str(self.hold_service.suspended),
+            "pullRequestsWokenByMessage": str(self.hold_service.woken_by_message),
+            "pullRequestsWokenByTimeout": str(self.hold_service.woken_by_timeout),
             "scheduleMessagesDelivered": str(self.schedule.delivered),
             "brokerPermission": str(self.config.broker_permission),
             "brokerRole": self.config.store.broker_role.value,

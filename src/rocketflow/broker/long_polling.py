@@ -68,7 +68,9 @@ class PullRequestHoldService:
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
         self._sweeper: asyncio.Task[None] | None = None
-        #: pulls answered because a message arrived / because their time was up
+        #: pulls held because they found nothing; of them, those answered because a message arrived /
+        #: because their time was up
+        self.suspended = 0
         self.woken_by_message = 0
         self.woken_by_timeout = 0
         #: pulls a message woke, answered together once the current turn of the loop is over
@@ -116,6 +118,7 @@ class PullRequestHoldService:
                         parsed=parsed)
         self._held.setdefault(key, []).append(held)
         self._live += 1
+        self.suspended += 1
         deadlines = self._deadlines
         if len(deadlines) > 2 * self._live + 64:  # mostly pulls answered early: keep those still held
             deadlines[:] = [entry for entry in deadlines if not entry[2].done]

@@ -127,6 +127,11 @@ def test_long_polling_answers_on_arrival_and_on_timeout() -> None:
         await send_tagged_batch(client, addr, ["Other", "Other", "Wanted"])
         answer = await asyncio.wait_for(tagged, 0.5)
         assert [m.body for m in decoded(answer)] == [b"Wanted"]
+        # the runtime info counts the four pulls held: three woken by a message, one by its timeout
+        info = KVTable.decode((await client.invoke(
+            addr, RemotingCommand.request(RequestCode.GET_BROKER_RUNTIME_INFO), 5)).body).table
+        assert (info["pullRequestsSuspended"], info["pullRequestsWokenByMessage"],
+                info["pullRequestsWokenByTimeout"], info["pullRequestsHeld"]) == ("4", "3", "1", "0")
 
     run(scenario)
 
