@@ -15,6 +15,7 @@ import asyncio
 import logging
 import os
 import shutil
+import sys
 import tempfile
 import threading
 from collections.abc import Mapping
@@ -79,9 +80,12 @@ def sweep_stale_temp_stores(temp_root: str | Path | None = None) -> list[Path]:
     Only a directory with the prefix, owned by this user, with a readable owner file naming a process
     of this pid namespace that no longer runs (or whose pid now belongs to a later process) is
     removed. A kept store (``keep_store``) has no owner file and stays, as does anything this cannot read.
+    Nothing is removed on Windows, where a process cannot be probed without ending it.
     """
     root = Path(temp_root if temp_root is not None else tempfile.gettempdir())
     removed: list[Path] = []
+    if sys.platform == "win32":
+        return removed
     try:
         candidates = [entry for entry in root.iterdir() if entry.name.startswith(TEMP_STORE_PREFIX)]
     except OSError:
