@@ -265,11 +265,13 @@ def send_fields(queue_id: int) -> dict[str, str]:
     return SendMessageRequestHeaderV2.from_v1(header).to_ext_fields()
 
 
-def pull_fields(queue_id: int, offset: int) -> dict[str, str]:
-    sys_flag = int(PullSysFlag.SUBSCRIPTION)
+def pull_fields(queue_id: int, offset: int, suspend_millis: int = 0) -> dict[str, str]:
+    """A pull of 32 from ``offset``; with ``suspend_millis`` a long-polling one the broker may hold that long."""
+    sys_flag = PullSysFlag.SUBSCRIPTION | (PullSysFlag.SUSPEND if suspend_millis > 0 else 0)
     return {"consumerGroup": GROUP, "topic": TOPIC, "queueId": str(queue_id), "queueOffset": str(offset),
-            "maxMsgNums": str(BATCH), "sysFlag": str(sys_flag), "commitOffset": "0",
-            "suspendTimeoutMillis": "0", "subVersion": "0", "subscription": "*", "expressionType": "TAG"}
+            "maxMsgNums": str(BATCH), "sysFlag": str(int(sys_flag)), "commitOffset": "0",
+            "suspendTimeoutMillis": str(suspend_millis), "subVersion": "0", "subscription": "*",
+            "expressionType": "TAG"}
 
 
 async def ours_ingest(client: RemotingClient, addr: str, bodies: list[bytes], inflight: int,

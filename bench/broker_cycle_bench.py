@@ -34,7 +34,6 @@ from rich.table import Table
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from broker_bench import (
-    GROUP,
     QUEUES,
     REPO_ROOT,
     TOPIC,
@@ -42,27 +41,18 @@ from broker_bench import (
     create_topic,
     machine_info,
     percentile,
+    pull_fields,
 )
 
 from rocketflow import Message, Producer
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.message import MessageQueue
-from rocketflow.protocol.sysflag import PullSysFlag
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 
 BODY = b"x" * 100
 SUSPEND_MILLIS = 15_000
 TIMEOUT = 30.0
-
-
-def pull_fields(queue_id: int, offset: int) -> dict[str, str]:
-    """A consumer's long-polling pull of one queue from ``offset`` (suspend + subscription)."""
-    sys_flag = int(PullSysFlag.SUSPEND | PullSysFlag.SUBSCRIPTION)
-    return {"consumerGroup": GROUP, "topic": TOPIC, "queueId": str(queue_id), "queueOffset": str(offset),
-            "maxMsgNums": "32", "sysFlag": str(sys_flag), "commitOffset": "0",
-            "suspendTimeoutMillis": str(SUSPEND_MILLIS), "subVersion": "0", "subscription": "*",
-            "expressionType": "TAG"}
 
 
 def broker_cpu(process: psutil.Process) -> tuple[float, float]:
@@ -102,7 +92,8 @@ class Cycler:
     async def cycle(self, index: int) -> float:
         """One cycle; returns the seconds from the send's start to the pull's answer."""
         queue_id = index % QUEUES
-        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, pull_fields(queue_id, self.offsets[queue_id]))
+        fields = pull_fields(queue_id, self.offsets[queue_id], suspend_millis=SUSPEND_MILLIS)
+        request = RemotingCommand.request(RequestCode.PULL_MESSAGE, fields)
         pull = asyncio.ensure_future(self.client.invoke(self.broker.broker_addr, request, TIMEOUT))
         await asyncio.sleep(self.gap)
         started = time.perf_counter()
