@@ -239,6 +239,21 @@ def test_refused_unreachable_and_bad_usage(cluster: DevCluster) -> None:
     assert "bad topic!" in bad_name.output
 
 
+def test_send_to_an_unreachable_name_server_says_so_once() -> None:
+    """Not the route lookups' internal log lines, nor a hint to create the topic: what `topic list` says."""
+    argv = [sys.executable, "-c", "from rocketflow.cli.main import cli; cli(prog_name='rocketflow')", "admin",
+            "send", "-n", "127.0.0.1:1", "--timeout", "2", "Orders", "hello"]
+    sent = subprocess.run(argv, capture_output=True, text=True, timeout=60)
+    listed = subprocess.run([*argv[:4], "topic", "list", "-n", "127.0.0.1:1", "--timeout", "2"], capture_output=True,
+                            text=True, timeout=60)
+    for result in (sent, listed):
+        assert result.returncode == 1, result
+        lines = [line for line in (result.stdout + result.stderr).splitlines() if line.strip()]
+        assert len(lines) == 1, lines
+        assert "cannot connect to 127.0.0.1:1" in lines[0] and "is the server running?" in lines[0], lines
+    assert "topic created" not in sent.stderr
+
+
 def test_consumer_progress_of_an_unknown_group_is_an_error(cluster: DevCluster) -> None:
     result = CliRunner().invoke(cli, ["admin", "consumer-progress", "no_such_group_xyz", "-n", cluster.namesrv_addr])
     assert result.exit_code == 1, result.output

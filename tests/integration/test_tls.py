@@ -41,6 +41,7 @@ from rocketflow.client import (
     ConsumeConcurrentlyStatus,
     ConsumeFromWhere,
     MQClientError,
+    MQConnectionClosedError,
 )
 from rocketflow.client.instance import shutdown_all
 from rocketflow.namesrv import NamesrvConfig
@@ -422,12 +423,14 @@ def test_produce_and_consume_over_tls_through_name_server_and_broker(tls_cluster
         consumer.shutdown()
     assert received == {f"secret-{index}".encode() for index in range(total)}
 
-    # a plain client cannot even get a route from the enforcing name server
+    # a plain client cannot even get a route from the enforcing name server, and is told why (not to
+    # create the topic)
     plain = Producer("tls_plain_producer", namesrv=tls_cluster.namesrv_addr, mq_client_api_timeout=1.0)
     plain.start()
     try:
-        with pytest.raises(MQClientError, match="no route info"):
+        with pytest.raises(MQConnectionClosedError, match=r"only accepts TLS.*enable TLS on this client") as caught:
             plain.send(Message(topic, b"in the clear"), timeout=2.0)
+        assert "no route info" not in str(caught.value)
     finally:
         plain.shutdown()
 

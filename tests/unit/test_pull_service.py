@@ -298,9 +298,33 @@ def test_flow_control_timer_first_resumes_once() -> None:
     assert harness.started == [request]                  # the drained cache does not pull a second time
 
 
-def _offset_illegal(harness: Harness) -> PullRequest:
+def test_offset_illegal_below_the_minimum_moves_on_at_once_keeping_the_process_queue() -> None:
+    """Retention deleted what the queue was to read next: the broker's next offset is the new minimum."""
+    harness = Harness()
     harness.result = lambda offset: PullResult(PullStatus.OFFSET_ILLEGAL, 40, 40, 90)
     request = harness.request(next_offset=5)
+    harness.pull(request)
+    assert request.next_offset == 40 and not request.process_queue.dropped
+    assert harness.immediately == [request] and harness.tasks == []          # pulls on at once, no fix-up later
+    assert harness.consumer.offset_store.updates == [(MQ, 40, True)]         # nothing cached: the offset follows
+    assert MQ in harness.consumer.rebalance.process_queue_table
+
+
+def test_offset_illegal_below_the_minimum_leaves_the_offset_to_cached_messages() -> None:
+    harness = Harness()
+    harness.result = lambda offset: PullResult(PullStatus.OFFSET_ILLEGAL, 40, 40, 90)
+    request = harness.request(next_offset=5)
+    request.process_queue.put_messages([MessageExt(TOPIC, b"x", queue_offset=offset) for offset in range(3, 5)])
+    harness.pull(request)
+    assert request.next_offset == 40 and harness.immediately == [request]
+    # the cached messages are still consumed; the committed offset moves as they are
+    assert harness.consumer.offset_store.updates == []
+
+
+def _offset_illegal(harness: Harness) -> PullRequest:
+    """An offset past the queue's end (the broker's store was replaced, say): RocketMQ's fix-up."""
+    harness.result = lambda offset: PullResult(PullStatus.OFFSET_ILLEGAL, 40, 0, 40)
+    request = harness.request(next_offset=90)
     harness.pull(request)
     assert request.process_queue.dropped and request.next_offset == 40
     [(task, delay)] = harness.tasks

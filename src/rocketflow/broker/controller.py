@@ -36,6 +36,7 @@ from rocketflow.broker.slave_synchronize import SlaveSynchronize
 from rocketflow.broker.subscription_group_manager import SubscriptionGroupManager
 from rocketflow.broker.topic_config_manager import TopicConfigManager
 from rocketflow.broker.transaction import TransactionalMessageService
+from rocketflow.broker.unconsumed_deletions import UnconsumedDeletions
 from rocketflow.net import Channel, RemotingClient, RemotingServer
 from rocketflow.protocol.bodies import TopicConfigSerializeWrapper
 from rocketflow.protocol.ids import pack_host
@@ -111,6 +112,9 @@ class BrokerController:
                                      channel_expired_ms=config.channel_expired_timeout_ms)
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time_ms)
         self.stats = BrokerStats()
+        #: messages retention deleted before their groups consumed them (logged, counted, reported)
+        self.unconsumed_deletions = UnconsumedDeletions(lambda: self.offsets.table)
+        self.store.clean_service.trim_listeners.append(self.unconsumed_deletions.on_trimmed)
         self.server = RemotingServer(config.listen_host, config.listen_port, name=f"broker {config.broker_name}",
                                      channel_max_idle_seconds=config.server_channel_max_idle_seconds,
                                      on_close=self._channel_closed, tls=config.tls_server_settings())
@@ -427,6 +431,9 @@ class BrokerController:
             "pullRequestsWokenByMessage": str(self.hold_service.woken_by_message),
             "pullRequestsWokenByTimeout": str(self.hold_service.woken_by_timeout),
             "scheduleMessagesDelivered": str(self.schedule.delivered),
+            # rocketflow's own: messages retention deleted before the groups with offsets on them consumed them
+            "unconsumedMessagesDeleted": str(self.unconsumed_deletions.total),
+            "unconsumedMessagesDeletedLast": self.unconsumed_deletions.last,
             "brokerPermission": str(self.config.broker_permission),
             "brokerRole": self.config.store.broker_role.value,
             "brokerId": str(self.config.broker_id),

@@ -66,6 +66,8 @@ class BrokerSnapshot:
     commit_log_max_offset: int
     topics: int
     subscription_groups: int
+    #: (group, topic) -> messages retention deleted before the group consumed them
+    unconsumed_deleted: dict[tuple[str, str], int]
 
 
 def take_snapshot(broker: BrokerController) -> BrokerSnapshot:
@@ -108,6 +110,7 @@ def take_snapshot(broker: BrokerController) -> BrokerSnapshot:
         commit_log_max_offset=store.max_phy_offset,
         topics=len(broker.topics.topics),
         subscription_groups=len(broker.groups.groups),
+        unconsumed_deleted=broker.unconsumed_deletions.counts(),
     )
 
 
@@ -222,6 +225,12 @@ def snapshot_families(snapshot: BrokerSnapshot) -> Iterator[Metric]:
     yield GaugeMetricFamily(PREFIX + "topics", "Topics configured on the broker.", value=snapshot.topics)
     yield GaugeMetricFamily(PREFIX + "subscription_groups", "Subscription groups configured on the broker.",
                             value=snapshot.subscription_groups)
+    deleted = CounterMetricFamily(PREFIX + "unconsumed_messages_deleted", "Messages retention deleted before a "
+                                  "consumer group with an offset on their queue consumed them.",
+                                  labels=["group", "topic"])
+    for (group, topic), count in sorted(snapshot.unconsumed_deleted.items()):
+        deleted.add_metric([group, topic], count)
+    yield deleted
 
 
 class BrokerMetrics:

@@ -55,6 +55,15 @@ class ClientConfig:
     #: Heartbeat period (``heartbeatBrokerInterval``); the first heartbeat runs after `heartbeat_first_delay`.
     heartbeat_broker_interval: float = 30.0
     heartbeat_first_delay: float = 1.0
+    #: Fewest seconds between two heartbeats sent out of turn: on reconnecting to a broker, or when a pull is
+    #: answered SUBSCRIPTION_NOT_EXIST (a restarted broker has forgotten the subscriptions); rocketflow's own.
+    heartbeat_on_demand_interval: float = 1.0
+    #: While pulls wait to retry after a broker could not be reached, try to connect to it this often (seconds),
+    #: and retry them at once when it answers; rocketflow's own.
+    broker_reconnect_probe_interval: float = 0.5
+    #: A failure that repeats (a pull to a broker that is down, say) is logged once per this many seconds,
+    #: with how many times it happened meanwhile; rocketflow's own.
+    repeated_failure_log_interval: float = 30.0
     #: Consumer offset persistence period (``persistConsumerOffsetInterval``), first after `persist_first_delay`.
     persist_consumer_offset_interval: float = 5.0
     persist_first_delay: float = 10.0
@@ -101,7 +110,8 @@ class ClientConfig:
     def validate(self) -> None:
         """Raise `MQClientError` naming the first invalid setting."""
         for name in ("poll_name_server_interval", "heartbeat_broker_interval", "persist_consumer_offset_interval",
-                     "rebalance_interval", "mq_client_api_timeout"):
+                     "rebalance_interval", "mq_client_api_timeout", "heartbeat_on_demand_interval",
+                     "broker_reconnect_probe_interval", "repeated_failure_log_interval"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int | float) or not value > 0:
                 raise MQClientError(f"{name} must be a positive number of seconds, got {value!r}")

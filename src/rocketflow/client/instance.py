@@ -30,6 +30,7 @@ import contextlib
 import functools
 import inspect
 import logging
+import math
 import random
 import sys
 import threading
@@ -53,7 +54,7 @@ from rocketflow.client.route import (
     route_to_subscribe_info,
     shrink_default_route,
 )
-from rocketflow.net import RemotingClient, RequestContext
+from rocketflow.net import RemotingClient, RemotingError, RequestContext
 from rocketflow.net.event_loop import new_event_loop
 from rocketflow.protocol.bodies import (
     ConsumerData,
@@ -234,6 +235,14 @@ class ClientInstance:
         self._tasks: list[asyncio.Task[None]] = []
         self._route_lock: asyncio.Lock | None = None
         self._heartbeat_lock: asyncio.Lock | None = None
+        #: the heartbeats out of turn waiting to start and running (see `heartbeat_soon`)
+        self._pending_heartbeat: asyncio.Future[None] | None = None
+        self._running_heartbeat: asyncio.Future[None] | None = None
+        self._last_on_demand_heartbeat = -math.inf
+        #: broker addresses this instance had a connection to (a new one to them is a reconnection)
+        self._connected_before: set[str] = set()
+        #: broker address -> resolved when a connection to it opens (see `broker_reachable`)
+        self._reconnect_waiters: dict[str, asyncio.Future[bool]] = {}
         self._rebalance_event: asyncio.Event | None = None
         self._background: set[asyncio.Task[Any]] = set()
         #: tasks of `submit` still running (not cancelled at shutdown, as run_coroutine_threadsafe's are not)
@@ -424,7 +433,8 @@ class ClientInstance:
         config = self.config
         credentials = config.credentials()
         remoting = RemotingClient(name=f"client {self.client_id}", tls=config.tls_settings(),
-                                  rpc_hook=AclClientHook(credentials) if credentials is not None else None)
+                                  rpc_hook=AclClientHook(credentials) if credentials is not None else None,
+                                  on_connect=self._on_connect)
         remoting.register(RequestCode.NOTIFY_CONSUMER_IDS_CHANGED, self._on_notify_consumer_ids_changed)
         remoting.register(RequestCode.RESET_CONSUMER_CLIENT_OFFSET, self._on_reset_offset)
         remoting.register(RequestCode.GET_CONSUMER_RUNNING_INFO, self._on_get_consumer_running_info)
@@ -615,9 +625,12 @@ class ClientInstance:
             await self.update_topic_route(topic)
 
     async def update_topic_route(self, topic: str, *, is_default: bool = False, default_topic_queue_nums: int = 4,
-                                 create_topic_key: str = DEFAULT_TOPIC) -> bool:
+                                 create_topic_key: str = DEFAULT_TOPIC, raise_errors: bool = False) -> bool:
         """Fetch ``topic``'s route (or, with ``is_default``, the route of ``create_topic_key`` shrunk to
-        ``default_topic_queue_nums`` queues per broker) and apply it if it changed. False if no route."""
+        ``default_topic_queue_nums`` queues per broker) and apply it if it changed. False if no route.
+
+        A failed lookup (no name server answers, or one refuses) is logged and gives False, or with
+        ``raise_errors`` is raised (`MQError`) for the caller to report."""
         lock = self._route_lock
         if lock is None:
             raise MQClientError(f"client instance {self.client_id} is not started")
@@ -630,6 +643,8 @@ class ClientInstance:
                 else:
                     route = await self.api.get_topic_route(topic)
             except MQError as exc:
+                if raise_errors:
+                    raise
                 logger.warning("%s: route lookup of %s failed: %s", self.client_id,
                                create_topic_key if is_default else topic, exc)
                 return False
@@ -656,7 +671,7 @@ class ClientInstance:
         if new_broker and self.producers():
             # a broker learns of a producer group from its heartbeat, and looks there for whom to ask when it
             # checks a transaction back: introduce ourselves now rather than at the next 30 s round
-            self._spawn(self._heartbeat_quietly())
+            self.heartbeat_soon("a broker joined a route")
         self._publish_table[topic] = route_to_publish_info(topic, route)
         subscribe = route_to_subscribe_info(topic, route)
         self._subscribe_table[topic] = subscribe
@@ -806,11 +821,98 @@ class ClientInstance:
                 self.broker_version_table.pop(broker_name, None)
                 logger.info("%s: broker %s is offline, removed", self.client_id, broker_name)
 
+    def heartbeat_soon(self, reason: str, *, join_running: bool = False) -> asyncio.Future[None]:
+        """A heartbeat to every broker out of turn (on the loop), done when the returned future is.
+
+        Callers asking before it starts share it; with ``join_running``, a caller may also share one that
+        already runs (its data and targets were taken before the call). One starts at most once per
+        ``heartbeat_on_demand_interval``, so a broker that keeps refusing costs a heartbeat a second, not
+        one per failed pull. Failures are logged; the future completes either way.
+        """
+        running = self._running_heartbeat
+        if join_running and running is not None and not running.done():
+            return running
+        pending = self._pending_heartbeat
+        if pending is not None and not pending.done():
+            return pending
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[None] = loop.create_future()
+        self._pending_heartbeat = future
+        delay = self._last_on_demand_heartbeat + self.config.heartbeat_on_demand_interval - loop.time()
+
+        async def run() -> None:
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._pending_heartbeat = None
+            self._running_heartbeat = future
+            self._last_on_demand_heartbeat = loop.time()
+            logger.info("%s: heartbeat to every broker out of turn (%s)", self.client_id, reason)
+            await self._heartbeat_quietly()
+
+        def settle(_task: asyncio.Task[None]) -> None:
+            if self._pending_heartbeat is future:
+                self._pending_heartbeat = None
+            if not future.done():
+                future.set_result(None)
+
+        task = loop.create_task(run())
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        task.add_done_callback(settle)
+        return future
+
+    def broker_reachable(self, addr: str, within: float) -> asyncio.Future[bool]:
+        """Resolves True as soon as a connection to ``addr`` opens (a probe tries to connect every
+        ``broker_reconnect_probe_interval``), or False after ``within`` seconds: so the pulls of a broker
+        that went down resume as soon as it is back rather than at their next retry."""
+        waiter = self._reconnect_waiters.get(addr)
+        if waiter is not None and not waiter.done():
+            return waiter
+        loop = asyncio.get_running_loop()
+        waiter = loop.create_future()
+        self._reconnect_waiters[addr] = waiter
+        self._spawn(self._probe_broker(addr, waiter, loop.time() + within))
+        return waiter
+
+    async def _probe_broker(self, addr: str, waiter: asyncio.Future[bool], deadline: float) -> None:
+        loop = asyncio.get_running_loop()
+        try:
+            while not waiter.done() and not self._stopping:
+                pause = min(self.config.broker_reconnect_probe_interval, deadline - loop.time())
+                if pause <= 0:
+                    break
+                await asyncio.sleep(pause)
+                if waiter.done():
+                    break
+                try:
+                    await self.api.remoting.get_channel(addr)
+                except RemotingError:
+                    continue
+                if not waiter.done():  # the connection was open already (no `_on_connect`)
+                    waiter.set_result(True)
+        finally:
+            if self._reconnect_waiters.get(addr) is waiter:
+                del self._reconnect_waiters[addr]
+            if not waiter.done():
+                waiter.set_result(False)
+
+    def _on_connect(self, addr: str) -> None:
+        """A new connection: to a broker we were connected to before, it may have restarted and forgotten
+        our producers and consumers, so introduce ourselves now (not at the next periodic round)."""
+        waiter = self._reconnect_waiters.pop(addr, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(True)
+        if not any(addr in addrs.values() for addrs in self.broker_addr_table.values()):
+            return
+        if addr in self._connected_before and (self.consumers() or self.producers()) and not self._stopping:
+            self.heartbeat_soon(f"reconnected to {addr}")
+        self._connected_before.add(addr)
+
     async def _heartbeat_quietly(self) -> None:
         try:
             await self.send_heartbeat_to_all_brokers()
         except Exception as exc:  # the periodic round retries
-            logger.warning("%s: heartbeat to a newly routed broker failed: %s", self.client_id, exc)
+            logger.warning("%s: heartbeat out of turn failed: %s", self.client_id, exc)
 
     async def _heartbeat_round(self) -> None:
         self.clean_offline_brokers()

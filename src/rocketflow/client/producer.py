@@ -435,17 +435,34 @@ class Producer:
         return await self._send_default(msg, info, mode, timeout, started)
 
     async def _find_publish_info(self, topic: str) -> TopicPublishInfo:
+        """The topic's route, fetched when there is none yet (then that of the auto-creation topic).
+
+        When no route comes and a lookup failed (no name server answers, a TLS-only one refused our
+        plaintext, ACL refused), that failure is raised: it, not a missing topic, is what the user must fix.
+        """
         instance = self.instance
         info = instance.topic_publish_info(topic)
-        if not info.ok():
-            await instance.update_topic_route(topic)
-            info = instance.topic_publish_info(topic)
+        if info.ok():
+            return info
+        failure: MQError | None = None
+        try:
+            await instance.update_topic_route(topic, raise_errors=True)
+        except MQError as exc:
+            failure = exc
+        info = instance.topic_publish_info(topic)
         if info.have_topic_router_info or info.ok():
             return info
-        await instance.update_topic_route(topic, is_default=True,
-                                          default_topic_queue_nums=self.settings.default_topic_queue_nums,
-                                          create_topic_key=self.settings.create_topic_key)
-        return instance.topic_publish_info(topic)
+        if failure is None:
+            try:
+                await instance.update_topic_route(topic, is_default=True,
+                                                  default_topic_queue_nums=self.settings.default_topic_queue_nums,
+                                                  create_topic_key=self.settings.create_topic_key, raise_errors=True)
+            except MQError as exc:
+                failure = exc
+        info = instance.topic_publish_info(topic)
+        if failure is not None and not info.ok():
+            raise failure
+        return info
 
     async def _send_default(self, msg: Message, info: TopicPublishInfo, mode: CommunicationMode, timeout: float,
                             started: float) -> SendResult | None:

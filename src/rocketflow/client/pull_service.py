@@ -25,15 +25,23 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from rocketflow.client.api import PullResult, PullStatus, pull_offset_properties
-from rocketflow.client.errors import MQClientError, MQRemotingError
+from rocketflow.client.errors import (
+    MQBrokerError,
+    MQClientError,
+    MQConnectError,
+    MQConnectionClosedError,
+    MQRemotingError,
+)
 from rocketflow.client.instance import ClientInstance
 from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.repeated_log import RepeatedLog
 from rocketflow.client.route import MASTER_ID
 from rocketflow.protocol.bodies import MessageModel, SubscriptionData
 from rocketflow.protocol.codec import RecordDecodeError, decode_records
 from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.protocol.names import is_retry_topic
 from rocketflow.protocol.sysflag import build_pull_sys_flag, clear_commit_offset_flag
+from rocketflow.remoting.codes import ResponseCode, code_name
 from rocketflow.remoting.errors import ProtocolError
 from rocketflow.remoting.headers import PullMessageRequestHeader
 
@@ -60,6 +68,8 @@ OFFSET_ILLEGAL_FIX_DELAY_MILLS: Final = 10_000
 ANSWER_LATER_MIN_UNITS: Final = 8
 #: Log flow control once per this many occurrences.
 _FLOW_CONTROL_LOG_EVERY: Final = 1000
+#: Pull answers a heartbeat fixes: the broker lost (a restart) or has an older copy of our subscription.
+_HEARTBEAT_FIXES: Final = frozenset({ResponseCode.SUBSCRIPTION_NOT_EXIST, ResponseCode.SUBSCRIPTION_NOT_LATEST})
 _MIB: Final = 1024 * 1024
 
 
@@ -76,6 +86,8 @@ class PullRequest:
     #: Set when an answer handled after the next pull went out could not be taken: its offset. The
     #: pull in flight is then ignored and pulling starts again from here (see `PullMessageService`).
     rewind_offset: int | None = None
+    #: The last pull was answered SUBSCRIPTION_NOT_EXIST and retried right after a heartbeat out of turn.
+    retried_after_heartbeat: bool = False
 
     def __repr__(self) -> str:
         return (f"PullRequest(group={self.consumer_group!r}, mq={self.message_queue}, "
@@ -172,6 +184,7 @@ class PullMessageService:
         self._span_flow_control_times = 0
         #: flow-control pauses ended by the drained cache before the re-check
         self._drained_resume_times = 0
+        self._failure_log = RepeatedLog(logger, consumer.client_config.repeated_failure_log_interval)
 
     # ------------------------------------------------------------------ scheduling
 
@@ -339,12 +352,41 @@ class PullMessageService:
         except asyncio.CancelledError:
             raise
         except Exception as exc:
-            if not is_retry_topic(mq.topic):
-                logger.warning("%s: pull of %s from offset %d failed: %s", consumer.group, mq, request.next_offset,
-                               exc)
             self._rewind(request)
-            self.execute_pull_request_later(request, exception_delay)
+            self._pull_failed(request, exc, exception_delay)
             return False
+
+    def _pull_failed(self, request: PullRequest, exc: Exception, delay_ms: int) -> None:
+        """A pull failed: retry it after ``delay_ms``, or at once after a heartbeat when the broker has
+        forgotten the subscription (a restarted broker knows consumers from their heartbeats only)."""
+        consumer = self.consumer
+        mq = request.message_queue
+        code = exc.code if isinstance(exc, MQBrokerError) else None
+        if code in _HEARTBEAT_FIXES and not request.retried_after_heartbeat:
+            request.retried_after_heartbeat = True
+            heartbeat = consumer.instance.heartbeat_soon(f"{code_name(code, response=True)} from the broker of {mq}",
+                                                         join_running=True)
+            heartbeat.add_done_callback(lambda _done: self._start_pull(request))
+            return
+        if not is_retry_topic(mq.topic):
+            kind = (mq.broker_name, code if code is not None else type(exc).__name__)
+            self._failure_log.log(logging.WARNING, kind, "%s: pull of %s from offset %d failed: %s", consumer.group,
+                                  mq, request.next_offset, " ".join(str(exc).split("\n")))
+        if not (isinstance(exc, MQConnectError | MQConnectionClosedError) and exc.addr):
+            self.execute_pull_request_later(request, delay_ms)
+            return
+        # the broker is down (or restarting): retry after the delay, or as soon as it can be reached
+        retried = False
+
+        def retry(*_args: object) -> None:
+            nonlocal retried
+            if not retried:
+                retried = True
+                self._start_pull(request)
+
+        self.execute_task_later(retry, delay_ms)
+        consumer.instance.broker_reachable(exc.addr, delay_ms / 1000).add_done_callback(
+            lambda reached: retry() if not reached.cancelled() and reached.result() else None)
 
     def _pull_when_drained(self, request: PullRequest) -> None:
         """Flow control on the cache's count or size: pull ``request`` again after
@@ -384,6 +426,7 @@ class PullMessageService:
             # an earlier answer was not taken: this one (which follows it) is dropped too
             self.execute_pull_request_later(request, consumer.client_config.pull_time_delay_mills_when_exception)
             return False
+        request.retried_after_heartbeat = False
         status = result.status
         later = status is PullStatus.FOUND and bool(result.body) and self._answer_later(request, result)
         if later:
@@ -412,6 +455,9 @@ class PullMessageService:
             self.correct_tags_offset(request)
             return True
         elif status is PullStatus.OFFSET_ILLEGAL:
+            if result.next_begin_offset > request.next_offset:
+                self._move_past_deleted(request, result)
+                return True
             logger.warning("%s: offset %d of %s is illegal (broker: min %d, max %d, next %d)", consumer.group,
                            request.next_offset, mq, result.min_offset, result.max_offset, result.next_begin_offset)
             request.next_offset = result.next_begin_offset
@@ -419,6 +465,24 @@ class PullMessageService:
             self.execute_task_later(lambda: consumer.spawn(self._fix_illegal_offset(request)),
                                     OFFSET_ILLEGAL_FIX_DELAY_MILLS)
         return False
+
+    def _move_past_deleted(self, request: PullRequest, result: PullResult) -> None:
+        """The broker's retention deleted the messages from ``request.next_offset`` on before this group read
+        them: go on at once from the queue's minimum, which the broker sends as the next offset.
+
+        RocketMQ drops the process queue, stores the new offset 10 s later and picks the queue up again at
+        the next rebalance, so a lagging consumer stalls up to 30 s, and by then retention may have moved
+        the minimum again. Here the process queue stays (what it caches is still consumed) and only the
+        pull cursor moves; the committed offset follows as messages from the new minimum are consumed.
+        """
+        mq = request.message_queue
+        skipped_from = request.next_offset
+        request.next_offset = result.next_begin_offset
+        logger.warning("%s: messages %d..%d of %s were deleted by the broker's retention before the group consumed "
+                       "them (%d messages); going on from offset %d", self.consumer.group, skipped_from,
+                       result.next_begin_offset - 1, mq, result.next_begin_offset - skipped_from,
+                       result.next_begin_offset)
+        self.correct_tags_offset(request)
 
     def _answer_later(self, request: PullRequest, result: PullResult) -> bool:
         """Whether a FOUND answer may be taken after the next pull is sent: no pull interval, and the

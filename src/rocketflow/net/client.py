@@ -52,8 +52,8 @@ class RemotingClient:
     next use after the connection closed, and matches the response by opaque. Requests the server
     sends to us (e.g. NOTIFY_CONSUMER_IDS_CHANGED) go to handlers added with `register`; other codes
     are answered REQUEST_CODE_NOT_SUPPORTED unless oneway. ``on_disconnect(addr)`` is called whenever
-    a connection closes. With ``tls`` settings every connection uses TLS (`TlsHandshakeError` when the
-    handshake fails).
+    a connection closes, ``on_connect(addr)`` whenever one opens (before the request that opened it is
+    sent). With ``tls`` settings every connection uses TLS (`TlsHandshakeError` when the handshake fails).
     """
 
     def __init__(
@@ -64,6 +64,7 @@ class RemotingClient:
         channel_max_idle_seconds: float | None = DEFAULT_CLIENT_CHANNEL_MAX_IDLE_SECONDS,
         name: str = "client",
         on_disconnect: Callable[[str], object] | None = None,
+        on_connect: Callable[[str], object] | None = None,
         tls: TlsClientSettings | None = None,
         rpc_hook: Callable[[str, RemotingCommand], None] | None = None,
     ) -> None:
@@ -80,6 +81,7 @@ class RemotingClient:
         self.max_frame_size = max_frame_size
         self.channel_max_idle_seconds = channel_max_idle_seconds
         self.on_disconnect = on_disconnect
+        self.on_connect = on_connect
         #: called as ``rpc_hook(addr, request)`` before each request of ours is sent (e.g. ACL signing)
         self.rpc_hook = rpc_hook
         self.tls = tls
@@ -151,6 +153,11 @@ class RemotingClient:
                 channel.abort()
                 raise RemotingConnectError(f"{self.name}: client closed while connecting to {addr}")
             self._channels[addr] = channel
+            if self.on_connect is not None:
+                try:
+                    self.on_connect(addr)
+                except Exception:
+                    logger.exception("%s: on_connect(%s) failed", self.name, addr)
             return channel
 
     async def _connect(self, addr: str) -> Channel:

@@ -6,6 +6,7 @@ import logging
 import shutil
 import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
 
@@ -19,6 +20,20 @@ log = logging.getLogger(__name__)
 
 #: disk_usage(path) -> percent (0..100) of the file system holding `path` that is in use
 DiskUsage = Callable[[Path], float]
+
+
+@dataclass(frozen=True, slots=True)
+class QueueTrim:
+    """Retention moved a queue's minimum logical offset: messages ``old_min .. new_min - 1`` are gone."""
+
+    topic: str
+    queue_id: int
+    old_min: int
+    new_min: int
+
+
+#: listener(trims, reason): called from the clean thread after a pass deleted messages of queues
+TrimListener = Callable[[list[QueueTrim], str], object]
 
 
 def disk_usage_percent(path: Path) -> float:
@@ -56,14 +71,30 @@ class CleanService(ServiceThread):
         self.disk_full = False
         #: percent of the store's disk in use at the last check
         self.disk_used_percent = 0.0
+        #: why the last pass deleted segments: "expired", "manual" or "forced ..." (disk over the forcible ratio)
+        self.last_reason = ""
+        #: told which queues lost messages after each pass that deleted segments (see `QueueTrim`)
+        self.trim_listeners: list[TrimListener] = []
 
     def run_once(self) -> None:
         self.clean()
 
     def clean(self, now_ms: int | None = None) -> int:
         """One pass: delete expired segments, then orphaned consume-queue/index files; returns segments deleted."""
+        listeners = self.trim_listeners
+        before = {(queue.topic, queue.queue_id): queue.min_offset for queue in self.consume_queues} if listeners \
+            else {}
         deleted = self.delete_expired_commit_log(now_ms)
         self.clean_consume_queues()
+        if deleted and listeners:
+            trims = [QueueTrim(queue.topic, queue.queue_id, before[(queue.topic, queue.queue_id)], queue.min_offset)
+                     for queue in self.consume_queues
+                     if queue.min_offset > before.get((queue.topic, queue.queue_id), queue.min_offset)]
+            for listener in listeners:
+                try:
+                    listener(trims, self.last_reason)
+                except Exception:
+                    log.exception("retention listener failed")
         return deleted
 
     def delete_expired_commit_log(self, now_ms: int | None = None) -> int:
@@ -92,8 +123,14 @@ class CleanService(ServiceThread):
             else:
                 break
         if count:
+            if any(now < mapped.last_modified_ms + reserved_ms for mapped in files[:count]):
+                self.last_reason = (f"forced: disk {usage:.1f}% used, over diskSpaceCleanForciblyRatio "
+                                    f"{config.disk_space_clean_forcibly_ratio}%")
+            else:
+                self.last_reason = "manual" if manual and not (time_up or space_full) else "expired"
             removed = self.commit_log.files.delete_first(count)
-            log.info("retention deleted %d commit-log segments: %s", len(removed), [m.path.name for m in removed])
+            log.info("retention deleted %d commit-log segments (%s): %s", len(removed), self.last_reason,
+                     [m.path.name for m in removed])
         return count
 
     def _check_disk_full(self, usage: float) -> None:
