@@ -235,8 +235,45 @@ def test_refused_unreachable_and_bad_usage(cluster: DevCluster) -> None:
     assert "exactly one of" in usage.output
     bad_time = run(cluster, "reset-offset", "g", "t", "--timestamp", "soon", code=2)
     assert "invalid timestamp" in bad_time.output
-    bad_name = run(cluster, "topic", "create", "bad topic!", code=1)
-    assert "bad topic!" in bad_name.output
+    # bad arguments exit 2, checked before anything connects, naming the option or argument
+    bad_name = run(cluster, "topic", "create", "bad topic!", code=2)
+    assert "bad topic!" in bad_name.output and "TOPIC" in bad_name.output
+    blank = run(cluster, "topic", "create", " ", code=2)
+    assert "blank" in blank.output
+    bad_group = run(cluster, "consumer-progress", "no group", code=2)
+    assert "GROUP" in bad_group.output
+    for value, says in (("localhost", "'localhost' is not host:port"), ("", "is blank")):
+        bad_address = CliRunner().invoke(cli, ["admin", "topic", "list", "-n", value])
+        assert bad_address.exit_code == 2 and "'-n' / '--namesrv'" in bad_address.output, bad_address.output
+        assert says in bad_address.output and "namesrv=" not in bad_address.output
+    bad_demo = CliRunner().invoke(cli, ["demo", "--namesrv", "localhost"])
+    assert bad_demo.exit_code == 2 and "is not host:port" in bad_demo.output, bad_demo.output
+
+
+def test_namesrv_option_before_the_command(cluster: DevCluster) -> None:
+    """``admin -n X topic list`` and ``admin topic -n X list`` as well as ``admin topic list -n X``."""
+    make_topic(cluster, "CliNamesrvFirst")
+    for argv in (["admin", "-n", cluster.namesrv_addr, "topic", "list", "--json"],
+                 ["admin", "topic", "-n", cluster.namesrv_addr, "list", "--json"],
+                 # the command's own -n wins over one given before it
+                 ["admin", "-n", "127.0.0.1:1", "topic", "list", "-n", cluster.namesrv_addr, "--json"]):
+        result = CliRunner().invoke(cli, argv)
+        assert result.exit_code == 0, (argv, result.output)
+        assert "CliNamesrvFirst" in {row["topic"] for row in json.loads(result.stdout)}
+    unreachable = CliRunner().invoke(cli, ["admin", "-n", "127.0.0.1:1", "topic", "list", "--timeout", "2"])
+    assert unreachable.exit_code == 1 and "127.0.0.1:1" in unreachable.output
+
+
+def test_more_write_than_read_queues_is_warned(cluster: DevCluster) -> None:
+    make_topic(cluster, "CliStranded", 8)
+    grown = CliRunner().invoke(cli, ["admin", "topic", "update", "CliStranded", "--write-queues", "16",
+                                     "-n", cluster.namesrv_addr])
+    assert grown.exit_code == 0, grown.output
+    assert "warning: topic CliStranded has 16 write queues but 8 read queues" in grown.stderr
+    assert "queues 8-15 are not consumed" in grown.stderr and "--read-queues 16" in grown.stderr
+    followed = CliRunner().invoke(cli, ["admin", "topic", "update", "CliStranded", "--read-queues", "16",
+                                        "-n", cluster.namesrv_addr])
+    assert followed.exit_code == 0 and "warning" not in followed.stderr
 
 
 def test_send_to_an_unreachable_name_server_says_so_once() -> None:

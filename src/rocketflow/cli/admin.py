@@ -14,16 +14,19 @@ import json
 import os
 import sys
 import time
+import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Final, TypeVar
 
 import click
+from click.core import ParameterSource
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from rocketflow.cli.params import GROUP, NAMESRV, TOPIC
 from rocketflow.client.admin import (
     DEFAULT_PERM,
     DEFAULT_QUERY_MAX_NUM,
@@ -32,6 +35,7 @@ from rocketflow.client.admin import (
     LATEST,
     Admin,
     ConsumerProgress,
+    QueueLayoutWarning,
     format_timestamp,
     parse_timestamp,
     topic_kind,
@@ -58,6 +62,7 @@ _F = TypeVar("_F", bound=Callable[..., Any])
 
 
 _SETTINGS_META_KEY: Final = "rocketflow.admin.client_settings"
+_NAMESRV_META_KEY: Final = "rocketflow.admin.namesrv"
 
 
 def _remember(setting: str) -> Callable[[click.Context, click.Parameter, Any], None]:
@@ -101,9 +106,30 @@ def _common_options(func: _F) -> _F:
     func = click.option("--timeout", default=ADMIN_RPC_TIMEOUT, show_default=True, type=click.FloatRange(min=0.1),
                         help="Seconds each request may take.")(func)
     func = click.option("--json", "json_output", is_flag=True, help="Print JSON instead of tables.")(func)
-    func = click.option("-n", "--namesrv", envvar=NAMESRV_ENV, default=DEFAULT_NAMESRV, show_default=True,
-                        show_envvar=True, help="Name server(s), host:port;host:port.")(func)
+    func = click.option("-n", "--namesrv", type=NAMESRV, envvar=NAMESRV_ENV, default=DEFAULT_NAMESRV,
+                        show_default=True, show_envvar=True, callback=_namesrv_given_before,
+                        help="Name server(s), host:port;host:port.")(func)
     return func
+
+
+def _namesrv_given_before(ctx: click.Context, param: click.Parameter, value: str) -> str:
+    """A command's -n, unless it was not typed there but before the command (``admin -n X topic list``)."""
+    if ctx.get_parameter_source(param.name or "") in (ParameterSource.COMMANDLINE, ParameterSource.PROMPT):
+        return value
+    earlier: str | None = ctx.meta.get(_NAMESRV_META_KEY)
+    return value if earlier is None else earlier
+
+
+def _remember_namesrv(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.meta[_NAMESRV_META_KEY] = value
+
+
+def _group_namesrv_option(func: _F) -> _F:
+    """``-n/--namesrv`` on a command group too, so that it may come before the command."""
+    return click.option("-n", "--namesrv", type=NAMESRV, default=None, expose_value=False, is_eager=True,
+                        callback=_remember_namesrv,
+                        help="Name server(s), host:port;host:port (here, or after the command).")(func)
 
 
 def _cluster_options(func: _F) -> _F:
@@ -125,6 +151,19 @@ def _session(namesrv: str, timeout: float) -> Iterator[Admin]:
         raise click.ClickException(f"{exc} (is the server running? name server: {namesrv})") from None
     except MQError as exc:
         raise click.ClickException(str(exc)) from None
+
+
+@contextmanager
+def _echo_warnings(category: type[Warning]) -> Iterator[None]:
+    """Print warnings of ``category`` raised inside as ``warning: ...`` lines on stderr (once each)."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", category)
+        yield
+    for warning in caught:
+        if issubclass(warning.category, category):
+            click.echo(f"warning: {warning.message}", err=True)
+        else:
+            warnings.warn_explicit(warning.message, warning.category, warning.filename, warning.lineno)
 
 
 def _console() -> Console:
@@ -154,6 +193,7 @@ def _queue_label(topic: str, broker_name: str, queue_id: int) -> str:
 
 
 @click.group("admin")
+@_group_namesrv_option
 def admin() -> None:
     """Operate a RocketMQ 4.x cluster (ours or a real one) through its name server, like mqadmin."""
 
@@ -181,6 +221,7 @@ def cluster_command(namesrv: str, json_output: bool, timeout: float) -> None:
 
 
 @admin.group("broker")
+@_group_namesrv_option
 def broker_group() -> None:
     """A broker's settings (show them, change them while it runs) and runtime figures."""
 
@@ -245,6 +286,7 @@ def broker_set_command(broker_addr: str, settings: tuple[str, ...], namesrv: str
 
 
 @admin.group("topic")
+@_group_namesrv_option
 def topic_group() -> None:
     """List, create, update, delete topics; show routes and queue stats."""
 
@@ -273,7 +315,7 @@ def _print_targets(action: str, topic: str, addrs: list[str], json_output: bool)
 
 
 @topic_group.command("create")
-@click.argument("topic")
+@click.argument("topic", type=TOPIC)
 @_cluster_options
 @click.option("--read-queues", default=DEFAULT_QUEUE_NUMS, show_default=True, type=click.IntRange(1, 1024))
 @click.option("--write-queues", default=DEFAULT_QUEUE_NUMS, show_default=True, type=click.IntRange(1, 1024))
@@ -284,14 +326,14 @@ def _print_targets(action: str, topic: str, addrs: list[str], json_output: bool)
 def topic_create(topic: str, cluster: str | None, broker_addr: str | None, read_queues: int, write_queues: int,
                  perm: int, order: bool, namesrv: str, json_output: bool, timeout: float) -> None:
     """Create (or overwrite) TOPIC on a cluster's masters or one broker."""
-    with _session(namesrv, timeout) as session:
+    with _session(namesrv, timeout) as session, _echo_warnings(QueueLayoutWarning):
         addrs = session.create_topic(topic, cluster=cluster, broker_addr=broker_addr, read_queue_nums=read_queues,
                                      write_queue_nums=write_queues, perm=perm, order=order)
     _print_targets("created", topic, addrs, json_output)
 
 
 @topic_group.command("update")
-@click.argument("topic")
+@click.argument("topic", type=TOPIC)
 @_cluster_options
 @click.option("--read-queues", default=None, type=click.IntRange(1, 1024))
 @click.option("--write-queues", default=None, type=click.IntRange(1, 1024))
@@ -302,14 +344,14 @@ def topic_update(topic: str, cluster: str | None, broker_addr: str | None, read_
                  write_queues: int | None, perm: int | None, order: bool | None, namesrv: str, json_output: bool,
                  timeout: float) -> None:
     """Change settings of an existing TOPIC (on its brokers unless -c/-b); others keep their value."""
-    with _session(namesrv, timeout) as session:
+    with _session(namesrv, timeout) as session, _echo_warnings(QueueLayoutWarning):
         addrs = session.update_topic(topic, cluster=cluster, broker_addr=broker_addr, read_queue_nums=read_queues,
                                      write_queue_nums=write_queues, perm=perm, order=order)
     _print_targets("updated", topic, addrs, json_output)
 
 
 @topic_group.command("delete")
-@click.argument("topic")
+@click.argument("topic", type=TOPIC)
 @click.option("-c", "--cluster", default=None, help="Delete on this cluster's masters [default: the topic's brokers].")
 @_common_options
 def topic_delete(topic: str, cluster: str | None, namesrv: str, json_output: bool, timeout: float) -> None:
@@ -320,7 +362,7 @@ def topic_delete(topic: str, cluster: str | None, namesrv: str, json_output: boo
 
 
 @topic_group.command("route")
-@click.argument("topic")
+@click.argument("topic", type=TOPIC)
 @_common_options
 def topic_route(topic: str, namesrv: str, json_output: bool, timeout: float) -> None:
     """TOPIC's route: brokers and their queues."""
@@ -345,7 +387,7 @@ def topic_route(topic: str, namesrv: str, json_output: bool, timeout: float) -> 
 
 
 @topic_group.command("stats")
-@click.argument("topic")
+@click.argument("topic", type=TOPIC)
 @_common_options
 def topic_stats(topic: str, namesrv: str, json_output: bool, timeout: float) -> None:
     """Per queue of TOPIC: min and max offset, store time of the last message."""
@@ -367,6 +409,7 @@ def topic_stats(topic: str, namesrv: str, json_output: bool, timeout: float) -> 
 
 
 @admin.group("group")
+@_group_namesrv_option
 def group_group() -> None:
     """List, create and delete subscription (consumer) groups."""
 
@@ -396,7 +439,7 @@ def group_list(cluster: str | None, broker_addr: str | None, namesrv: str, json_
 
 
 @group_group.command("create")
-@click.argument("group")
+@click.argument("group", type=GROUP)
 @_cluster_options
 @click.option("--retry-max-times", default=16, show_default=True, type=click.IntRange(-1),
               help="Retries before a message goes to the DLQ (-1: the client decides).")
@@ -429,7 +472,7 @@ def group_create(group: str, cluster: str | None, broker_addr: str | None, retry
 
 
 @group_group.command("delete")
-@click.argument("group")
+@click.argument("group", type=GROUP)
 @_cluster_options
 @click.option("--remove-offset", is_flag=True, help="Also drop the group's committed offsets.")
 @_common_options
@@ -445,9 +488,10 @@ def group_delete(group: str, cluster: str | None, broker_addr: str | None, remov
 
 
 @group_group.command("clone-offsets")
-@click.argument("source_group")
-@click.argument("target_group")
-@click.option("-t", "--topic", default=None, help="Only this topic [default: every topic SOURCE_GROUP has offsets of].")
+@click.argument("source_group", type=GROUP)
+@click.argument("target_group", type=GROUP)
+@click.option("-t", "--topic", type=TOPIC, default=None,
+              help="Only this topic [default: every topic SOURCE_GROUP has offsets of].")
 @click.option("--offline", is_flag=True, help="Also topics the source group's online members do not subscribe to.")
 @_common_options
 def group_clone_offsets(source_group: str, target_group: str, topic: str | None, offline: bool, namesrv: str,
@@ -490,8 +534,8 @@ def _progress_table(progress: ConsumerProgress) -> Table:
 
 
 @admin.command("consumer-progress")
-@click.argument("group")
-@click.option("-t", "--topic", default=None, help="Only this topic.")
+@click.argument("group", type=GROUP)
+@click.option("-t", "--topic", type=TOPIC, default=None, help="Only this topic.")
 @click.option("--watch", is_flag=True, help="Refresh in place until Ctrl-C (or --count refreshes).")
 @click.option("--interval", default=2.0, show_default=True, type=click.FloatRange(min=0.1),
               help="Seconds between refreshes.")
@@ -582,7 +626,7 @@ def _plot_lag(group: str, samples: list[tuple[float, dict[str, int]]], path: Pat
 
 
 @admin.command("consumer-connections")
-@click.argument("group")
+@click.argument("group", type=GROUP)
 @_common_options
 def consumer_connections(group: str, namesrv: str, json_output: bool, timeout: float) -> None:
     """GROUP's connected clients: id, address, language, version, consume settings, subscriptions."""
@@ -609,8 +653,8 @@ def _name(value: Any) -> str:
 
 
 @admin.command("reset-offset")
-@click.argument("group")
-@click.argument("topic")
+@click.argument("group", type=GROUP)
+@click.argument("topic", type=TOPIC)
 @click.option("--timestamp", default=None, metavar="MS|ISO",
               help="Epoch ms, 'now' or an ISO 8601 time (local time unless it has a zone).")
 @click.option("--to-earliest", is_flag=True, help="To the first retained message.")
@@ -686,13 +730,15 @@ def _messages_table(title: str, messages: list[MessageExt]) -> Table:
 
 
 @admin.group("message")
+@_group_namesrv_option
 def message_group() -> None:
     """Show, query and tail messages."""
 
 
 @message_group.command("show")
 @click.argument("msg_id")
-@click.option("-t", "--topic", default=None, help="The topic of a UNIQ_KEY id [default: search every topic].")
+@click.option("-t", "--topic", type=TOPIC, default=None,
+              help="The topic of a UNIQ_KEY id [default: search every topic].")
 @_common_options
 def message_show(msg_id: str, topic: str | None, namesrv: str, json_output: bool, timeout: float) -> None:
     """One message by offset msg id or UNIQ_KEY (the msg id a producer gets)."""
@@ -713,7 +759,7 @@ def message_show(msg_id: str, topic: str | None, namesrv: str, json_output: bool
 
 
 @message_group.command("query")
-@click.argument("topic")
+@click.argument("topic", type=TOPIC)
 @click.argument("key")
 @click.option("--begin", default=None, metavar="MS|ISO", help="Stored at or after [default: the beginning].")
 @click.option("--end", default=None, metavar="MS|ISO", help="Stored at or before [default: now].")
@@ -761,7 +807,7 @@ def message_trace(msg_id: str, trace_topic: str, namesrv: str, json_output: bool
 
 
 @message_group.command("tail")
-@click.argument("topic")
+@click.argument("topic", type=TOPIC)
 @click.option("--from-now", is_flag=True, help="Only messages stored from now on [default: from the first one].")
 @click.option("--count", default=None, type=click.IntRange(1), help="Stop after this many messages.")
 @_common_options
@@ -813,13 +859,13 @@ def _send_result_json(result: SendResult) -> dict[str, Any]:
 
 
 @admin.command("send")
-@click.argument("topic")
+@click.argument("topic", type=TOPIC)
 @click.argument("body")
 @click.option("--keys", default=None, help="Message keys (space separated).")
 @click.option("--tags", default=None, help="The message tag.")
 @click.option("--sharding-key", default=None, help="Send to the queue this key hashes to (ordered).")
 @click.option("--property", "properties", multiple=True, metavar="KEY=VALUE", help="A user property; repeatable.")
-@click.option("--group", default="rocketflow_admin_producer", show_default=True, help="The producer group.")
+@click.option("--group", type=GROUP, default="rocketflow_admin_producer", show_default=True, help="The producer group.")
 @_common_options
 def send(topic: str, body: str, keys: str | None, tags: str | None, sharding_key: str | None,
          properties: tuple[str, ...], group: str, namesrv: str, json_output: bool, timeout: float) -> None:

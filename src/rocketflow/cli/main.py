@@ -8,6 +8,7 @@ from typing import Any
 import click
 
 from rocketflow import __version__
+from rocketflow.cli.params import NAMESRV
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -34,7 +35,7 @@ def cli() -> None:
               help="Spark's maxMessagesPerTrigger.")
 @click.option("--timeout", default=600.0, show_default=True, type=click.FloatRange(1.0),
               help="Give up after this many seconds.")
-@click.option("-n", "--namesrv", default=None,
+@click.option("-n", "--namesrv", type=NAMESRV, default=None,
               help="Use this cluster's name server instead of the embedded one (a new topic is created).")
 @click.option("-o", "--output", default=None, type=click.Path(file_okay=False),
               help="Output directory (new or empty)  [default: ./rocketflow-demo/run-<time>].")
@@ -153,7 +154,8 @@ def namesrv(conf_file: str | None, host: str | None, port: int | None, settings:
 
 
 @cli.command()
-@click.option("-n", "--namesrv", "namesrv_addr", default=None, help="Name server(s), host:port;host:port.")
+@click.option("-n", "--namesrv", "namesrv_addr", type=NAMESRV, default=None,
+              help="Name server(s), host:port;host:port.")
 @click.option("-c", "--config", "conf_file", type=click.Path(exists=True, dir_okay=False), default=None,
               help="A RocketMQ-style broker.conf (Java properties).")
 @click.option("--host", default=None, help="Address to listen on [default: 127.0.0.1].")

@@ -7,6 +7,7 @@ and runs until SIGTERM or Ctrl-C, then stops cleanly (the broker persists offset
 from __future__ import annotations
 
 import asyncio
+import errno
 import gc
 import logging
 import re
@@ -52,7 +53,26 @@ def _settle_heap(enabled: bool) -> None:
         gc.freeze()
 
 
-def _run(main: Coroutine[Any, Any, None], loop_kind: str) -> None:
+_BOUND_PORT = re.compile(r"address \('?([^',]*)'?, (\d+)\)")
+
+
+def _port_in_use(exc: OSError, port_options: Mapping[int, str]) -> str | None:
+    """What to say when binding failed because a port is taken: which option picks another one."""
+    if exc.errno != errno.EADDRINUSE:
+        return None
+    found = _BOUND_PORT.search(str(exc))
+    if found is None:
+        return None
+    host, port = found.group(1), int(found.group(2))
+    option = port_options.get(port)
+    hint = f"; pick another with {option}" if option else ""
+    return (f"cannot start: port {port} on {host} is already in use (another rocketflow or RocketMQ server "
+            f"running?){hint}")
+
+
+def _run(main: Coroutine[Any, Any, None], loop_kind: str, port_options: Mapping[int, str] | None = None) -> None:
+    """Run a server's main; ``port_options`` maps the ports it binds to the option that changes each, for
+    the error when one is taken."""
     try:
         resolved = event_loops.resolve_event_loop_kind(loop_kind)
     except ValueError as exc:
@@ -61,7 +81,8 @@ def _run(main: Coroutine[Any, Any, None], loop_kind: str) -> None:
     try:
         event_loops.run(main, resolved)
     except OSError as exc:
-        raise click.ClickException(f"cannot start: {exc.strerror or exc}") from None
+        in_use = _port_in_use(exc, port_options or {})
+        raise click.ClickException(in_use or f"cannot start: {exc.strerror or exc}") from None
     except (BrokerConfigError, TlsConfigError, AclConfigError) as exc:
         raise click.ClickException(str(exc)) from None
 
@@ -138,7 +159,7 @@ def run_namesrv(*, conf_file: str | None, overrides: Mapping[str, object], verbo
             await namesrv.stop()
         click.echo("namesrv stopped")
 
-    _run(main(), event_loop)
+    _run(main(), event_loop, {config.port: "--port (0 = a free port)"} if config.port else None)
 
 
 # --------------------------------------------------------------------------- broker
@@ -172,7 +193,17 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
             await broker.stop()
         click.echo(f"broker {config.broker_name} stopped")
 
-    _run(main(), event_loop)
+    port_options: dict[int, str] = {}
+    if config.listen_port:
+        port_options[config.listen_port] = "--port (0 = a free port)"
+        if config.store.ha_listen_port is None:
+            port_options[config.listen_port + 1] = ("--port: the HA service listens on the broker's port + 1 "
+                                                    "(or set haListenPort)")
+    if config.store.ha_listen_port:
+        port_options[config.store.ha_listen_port] = "--set haListenPort=PORT"
+    if config.metrics_port:
+        port_options[config.metrics_port] = "--metrics-port"
+    _run(main(), event_loop, port_options)
 
 
 # --------------------------------------------------------------------------- dev
@@ -203,7 +234,17 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
             await cluster.stop()
         click.echo("dev cluster stopped")
 
-    _run(main(), event_loop)
+    port_options: dict[int, str] = {}
+    if namesrv_port:
+        port_options[namesrv_port] = "--namesrv-port PORT (0 = a free port)"
+    if broker_port:
+        port_options[broker_port] = "--broker-port PORT (0 = a free port)"
+        port_options.setdefault(broker_port + 1, "--broker-port PORT: the broker's HA service listens on its "
+                                                 "port + 1 (0 = free ports)")
+    metrics_port = overrides.get("metrics_port")
+    if isinstance(metrics_port, int) and metrics_port:
+        port_options[metrics_port] = "--metrics-port"
+    _run(main(), event_loop, port_options)
 
 
 __all__ = ["parse_namesrv_settings", "parse_settings", "run_broker", "run_dev", "run_namesrv", "tls_overrides"]

@@ -24,6 +24,7 @@ import logging
 import os
 import queue
 import time
+import warnings
 from collections.abc import Coroutine, Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -235,6 +236,21 @@ def _check_group(group: str) -> None:
         validate_group(group)
     except InvalidNameError as exc:
         raise MQClientError(str(exc)) from None
+
+
+class QueueLayoutWarning(UserWarning):
+    """A topic was given more write queues than read queues: what is sent to the extra queues is read by
+    no consumer (nor Spark query) until the read queues follow."""
+
+
+def warn_queue_layout(topic: str, read_queue_nums: int, write_queue_nums: int, where: str = "") -> None:
+    """Warn (`QueueLayoutWarning`) when ``write_queue_nums`` exceeds ``read_queue_nums``."""
+    if write_queue_nums > read_queue_nums:
+        warnings.warn(QueueLayoutWarning(
+            f"topic {topic} has {write_queue_nums} write queues but {read_queue_nums} read queues{where}: "
+            f"messages sent to queues {read_queue_nums}-{write_queue_nums - 1} are not consumed until the read "
+            f"queues follow (topic update {topic} --read-queues {write_queue_nums}). Grow a topic by raising "
+            "its read queues first, shrink it by lowering its write queues first."), stacklevel=3)
 
 
 def topic_kind(topic: str, reserved: frozenset[str] | set[str] = frozenset()) -> str:
@@ -558,7 +574,9 @@ class Admin:
         if isinstance(perm, bool) or not isinstance(perm, int) or not 0 <= perm <= 15:
             raise MQClientError(f"perm must be PermName bits 0..15 (6 = read+write), got {perm!r}")
         config = TopicConfig(topic, read_queue_nums, write_queue_nums, perm, TopicFilterType.SINGLE_TAG, 0, order)
-        return self._run(self._create_topic(config, cluster, broker_addr))
+        addrs = self._run(self._create_topic(config, cluster, broker_addr))
+        warn_queue_layout(topic, read_queue_nums, write_queue_nums)
+        return addrs
 
     def ensure_topic(self, topic: str, *, queues: int = DEFAULT_QUEUE_NUMS, timeout: float = 15.0,
                      **create_options: Any) -> TopicRouteData:
@@ -598,15 +616,18 @@ class Admin:
             changes["order"] = bool(order)
         if not changes:
             raise MQClientError("nothing to update: give at least one of the queue numbers, perm or order")
-        return self._run(self._update_topic(topic, cluster, broker_addr, changes))
+        configs = self._run(self._update_topic(topic, cluster, broker_addr, changes))
+        for addr, config in configs.items():
+            warn_queue_layout(topic, config.read_queue_nums, config.write_queue_nums, f" on {addr}")
+        return list(configs)
 
     async def _update_topic(self, topic: str, cluster: str | None, broker_addr: str | None,
-                            changes: dict[str, Any]) -> list[str]:
+                            changes: dict[str, Any]) -> dict[str, TopicConfig]:
         if cluster is None and broker_addr is None:
             addrs = list(self._route_masters(await self._route(topic)).values())
         else:
             addrs = await self._target_masters(cluster, broker_addr)
-        updated: list[str] = []
+        updated: dict[str, TopicConfig] = {}
         for addr in addrs:
             response = await self._invoke(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
             current = self._decode(TopicConfigSerializeWrapper, response, addr).topic_config_table.get(topic)
@@ -617,7 +638,7 @@ class Admin:
                                  changes.get("perm", current.perm), current.topic_filter_type,
                                  current.topic_sys_flag, changes.get("order", current.order))
             await self.instance.api.create_topic(addr, config, timeout=self.timeout)
-            updated.append(addr)
+            updated[addr] = config
         if "order" in changes or "write_queue_nums" in changes:
             await self._put_order_conf(topic, addrs, changes.get("order"))
         return updated
@@ -1060,10 +1081,12 @@ __all__ = [
     "BrokerStatus",
     "ConsumerProgress",
     "MessageTail",
+    "QueueLayoutWarning",
     "QueueProgress",
     "QueueStats",
     "format_timestamp",
     "parse_timestamp",
     "topic_kind",
     "version_desc",
+    "warn_queue_layout",
 ]
