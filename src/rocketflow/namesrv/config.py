@@ -6,7 +6,7 @@ import dataclasses
 import re
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Union, get_args, get_origin, get_type_hints
 
@@ -47,7 +47,7 @@ class NamesrvConfig:
     #: ``tls.server.certPath`` / ``keyPath`` / ``keyPassword`` / ``trustCertPath`` / ``need.client.auth``
     tls_server_cert_path: Path | None = None
     tls_server_key_path: Path | None = None
-    tls_server_key_password: str | None = None
+    tls_server_key_password: str | None = field(default=None, repr=False)
     tls_server_trust_cert_path: Path | None = None
     tls_server_need_client_auth: ClientAuth = ClientAuth.NONE
 

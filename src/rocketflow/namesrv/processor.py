@@ -1,15 +1,19 @@
-"""Request handlers of the name server (RocketMQ's DefaultRequestProcessor)."""
+"""Request handlers of the name server (RocketMQ's DefaultRequestProcessor).
+
+KV entries whose key names a secret are read back redacted (`rocketflow.acl.redact`).
+"""
 
 from __future__ import annotations
 
 import logging
 import zlib
 
+from rocketflow.acl import redact_settings, redact_value
 from rocketflow.namesrv.config import NamesrvConfig
 from rocketflow.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rocketflow.namesrv.route_info_manager import RouteInfoManager
 from rocketflow.net import RemotingServer, RequestContext
-from rocketflow.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
+from rocketflow.protocol.bodies import DataVersion, KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import (
@@ -209,6 +213,8 @@ class NamesrvProcessor:
             return request.make_response(
                 ResponseCode.QUERY_NOT_FOUND, remark=f"No config item, Namespace: {header.namespace} Key: {header.key}"
             )
+        if header.namespace != NAMESPACE_ORDER_TOPIC_CONFIG:
+            value = redact_value(header.key, value)
         return request.make_response(ext_fields=GetKVConfigResponseHeader(value=value).to_ext_fields())
 
     def delete_kv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -223,6 +229,8 @@ class NamesrvProcessor:
             return request.make_response(
                 ResponseCode.QUERY_NOT_FOUND, remark=f"No config item, Namespace: {header.namespace}"
             )
+        if header.namespace != NAMESPACE_ORDER_TOPIC_CONFIG:  # its keys are topic names, its values no secrets
+            table = KVTable(table=redact_settings(table.table))
         return request.make_response(body=table.encode())
 
 
