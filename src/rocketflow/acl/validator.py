@@ -15,8 +15,9 @@ the group only, and a send to ``%RETRY%<group>`` SUB on that group, apache/rocke
    ``defaultTopicPerm`` / ``defaultGroupPerm`` (an admin account listing no resources is granted all).
 
 Checks that need more than the request (the topic of the message a VIEW_MESSAGE_BY_ID names, the
-address a REGISTER_BROKER would replace) are made by the processors: `PlainAclValidator.authorize`
-gives them the request's `AccessGrant`, which answers "may it SUB / PUB this topic" and "is it admin".
+address a REGISTER_BROKER would replace) are made by the processors: `request_grant` gives them the
+request's `AccessGrant` (`PlainAclValidator.authorize`: who sent it), which answers "may it SUB / PUB
+this topic" and "is it admin".
 
 `PlainAclFile` reloads the file when its modification time, size or inode changes (checked at most
 once per ``check_interval`` seconds, on use).
@@ -239,8 +240,6 @@ class AccessGrant:
 
     def message_refusal(self, topic: str, properties: Mapping[str, str], needed: Permission) -> str | None:
         """`refusal` for the topic a stored message's data belongs to (`message_resource`)."""
-        if not self.checked or self.white_listed:
-            return None
         return self.refusal(message_resource(topic, properties), needed)
 
 
