@@ -398,3 +398,22 @@ def test_acl_keys_and_tls_options(secure_cluster: tuple[DevCluster, Path]) -> No
     assert plain.exit_code == 1 and "Traceback" not in plain.output, plain.output
     half = secure("topic", "stats", "CliAclT", *tls, "--access-key", ADMIN_KEY)
     assert half.exit_code == 2 and "--access-key and --secret-key" in half.output
+
+
+def test_broker_config_and_set_show_no_secret() -> None:
+    secret = "cliBrokerSecret-77e1"
+    cluster = DevCluster.start_in_thread(broker_settings={"access_key": "cliBroker01", "secret_key": secret})
+    try:
+        def admin(*args: str) -> Result:
+            return CliRunner().invoke(cli, ["admin", *args, "-n", cluster.namesrv_addr])
+
+        table = admin("broker", "config", cluster.broker_addr)
+        as_json = admin("broker", "config", cluster.broker_addr, "--json")
+        assert table.exit_code == 0 and as_json.exit_code == 0, (table.output, as_json.output)
+        settings = json.loads(as_json.stdout)
+        assert settings["secretKey"] == "******" and settings["accessKey"] == "cliBroker01"
+        assert secret not in table.output and secret not in as_json.output
+        refused = admin("broker", "set", cluster.broker_addr, "secretKey=cliNewSecret-0001")
+        assert refused.exit_code == 1 and "cliNewSecret-0001" not in refused.output, refused.output
+    finally:
+        cluster.close()

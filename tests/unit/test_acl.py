@@ -14,6 +14,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from rocketflow.acl import (
+    REDACTED,
+    AccessGrant,
     AclClientHook,
     AclConfigError,
     AclRequestHook,
@@ -22,8 +24,12 @@ from rocketflow.acl import (
     PlainAclValidator,
     SessionCredentials,
     check_permission,
+    is_secret_setting,
+    message_resource,
     parse_address_pattern,
     parse_plain_acl,
+    redact_settings,
+    redact_value,
     required_permissions,
     sign,
     signature_content,
@@ -439,3 +445,72 @@ def test_client_config_credentials() -> None:
         ClientConfig(security_token="tok")
     with pytest.raises(MQClientError, match="secret_key must be a non-empty string"):
         ClientConfig(access_key="RocketMQ", secret_key="")
+
+
+# ============================================================================ grants, message topics, redaction
+
+
+@pytest.mark.parametrize("name", ["secretKey", "secret_key", "SECRETKEY", "SecretKey", "secret-key",
+                                  "tls.server.keyPassword", "tlsClientKeyPassword", "TLS_SERVER_KEY_PASSWORD",
+                                  "dbPasswd", "securityToken", "credentials", "privateKey"])
+def test_secret_settings_are_recognised_whatever_their_spelling(name: str) -> None:
+    assert is_secret_setting(name)
+    assert redact_value(name, "hunter2hunter2") == REDACTED
+    assert redact_value(name, "") == ""  # unset stays visible as unset
+    assert redact_settings({name: "x", "listenPort": "10911", "accessKey": "ak"}) == {
+        name: REDACTED, "listenPort": "10911", "accessKey": "ak"}
+
+
+@pytest.mark.parametrize("name", ["accessKey", "aclFile", "tlsServerKeyPath", "brokerName", "listenPort"])
+def test_other_settings_are_shown(name: str) -> None:
+    assert not is_secret_setting(name)
+    assert redact_value(name, "value") == "value"
+
+
+def test_message_resource_is_the_topic_the_data_belongs_to() -> None:
+    assert message_resource("Orders", {}) == "Orders"
+    assert message_resource("Orders", {"REAL_TOPIC": "Payroll", "RETRY_TOPIC": "Payroll"}) == "Orders"
+    assert message_resource("SCHEDULE_TOPIC_XXXX", {"REAL_TOPIC": "Payroll"}) == "Payroll"
+    assert message_resource("RMQ_SYS_TRANS_HALF_TOPIC", {"REAL_TOPIC": "Payroll"}) == "Payroll"
+    assert message_resource("%RETRY%cg", {"RETRY_TOPIC": "Orders"}) == "Orders"
+    assert message_resource("%DLQ%cg", {"RETRY_TOPIC": "Orders"}) == "Orders"
+    assert message_resource("%RETRY%cg", {}) == "%RETRY%cg"
+    # a delayed retry: waiting in the schedule topic for the group's retry topic
+    assert message_resource("SCHEDULE_TOPIC_XXXX", {"REAL_TOPIC": "%RETRY%cg", "RETRY_TOPIC": "Orders"}) == "Orders"
+    assert message_resource("SCHEDULE_TOPIC_XXXX", {}) == "SCHEDULE_TOPIC_XXXX"
+
+
+def test_access_grant_of_a_request(validator: PlainAclValidator) -> None:
+    def grant(access_key: str, address: str = CLIENT) -> AccessGrant:
+        request = RemotingCommand.request(RequestCode.VIEW_MESSAGE_BY_ID, {"offset": "0"})
+        sign(request.ext_fields, request.body, access_key, "12345678")
+        return validator.grant(request, address)
+
+    user = grant("RocketMQ")
+    assert user.checked and not user.is_admin and user.access_key == "RocketMQ"
+    assert user.refusal("topicB", Permission.SUB) is None
+    assert "no SUB permission on topic topicA" in (user.refusal("topicA", Permission.SUB) or "")
+    assert user.message_refusal("%RETRY%groupC", {"RETRY_TOPIC": "topicC"}, Permission.SUB) is None
+    assert user.message_refusal("%RETRY%groupC", {"RETRY_TOPIC": "topicA"}, Permission.SUB) is not None
+    assert grant("rocketmq2", "10.0.0.1:1").is_admin
+    assert grant("RocketMQ", "10.10.103.4:1").is_admin  # a globally white-listed address may do anything
+    nobody = grant("unknownKey1")
+    assert nobody.checked and not nobody.is_admin and nobody.refusal("topicB", Permission.SUB) is not None
+    assert AccessGrant.OPEN.refusal("topicA", Permission.SUB) is None and not AccessGrant.OPEN.is_admin
+
+
+def test_config_reads_are_admin_only_and_mixed_topics_need_an_admin(validator: PlainAclValidator) -> None:
+    def check(code: int, fields: dict[str, str]) -> str | None:
+        request = RemotingCommand.request(code, fields)
+        sign(request.ext_fields, request.body, "RocketMQ", "12345678")
+        return validator.check(request, CLIENT)
+
+    for code in (RequestCode.GET_BROKER_CONFIG, RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_CONSUMER_OFFSET,
+                 RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, RequestCode.GET_ALL_DELAY_OFFSET):
+        assert "needs an admin account" in (check(code, {}) or "")
+    pull = {"consumerGroup": "groupC", "topic": "SCHEDULE_TOPIC_XXXX", "queueId": "0"}
+    assert "needs an admin account" in (check(RequestCode.PULL_MESSAGE, pull) or "")
+    assert check(RequestCode.PULL_MESSAGE, {**pull, "topic": "topicC"}) is None
+    stats = {"consumerGroup": "groupA"}
+    assert "no SUB permission on group groupA" in (check(RequestCode.GET_CONSUME_STATS, stats) or "")
+    assert check(RequestCode.GET_CONSUMER_CONNECTION_LIST, {"consumerGroup": "groupC"}) is None

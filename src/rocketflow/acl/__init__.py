@@ -16,6 +16,7 @@ from rocketflow.acl.config import (
     parse_plain_acl,
 )
 from rocketflow.acl.errors import AclConfigError, AclDeniedError
+from rocketflow.acl.redact import REDACTED, is_secret_setting, redact_settings, redact_value
 from rocketflow.acl.signing import (
     AclClientHook,
     SessionCredentials,
@@ -26,18 +27,25 @@ from rocketflow.acl.signing import (
 )
 from rocketflow.acl.validator import (
     BROKER_ADMIN_CODES,
+    MIXED_TOPICS,
     NAMESRV_ADMIN_CODES,
     ROCKETMQ_ADMIN_CODES,
+    AccessGrant,
     AclRequestHook,
     PlainAclFile,
     PlainAclValidator,
+    message_resource,
+    request_grant,
     required_permissions,
 )
 
 __all__ = [
     "BROKER_ADMIN_CODES",
+    "MIXED_TOPICS",
     "NAMESRV_ADMIN_CODES",
+    "REDACTED",
     "ROCKETMQ_ADMIN_CODES",
+    "AccessGrant",
     "AccountConfig",
     "AclClientHook",
     "AclConfigError",
@@ -51,9 +59,14 @@ __all__ = [
     "SessionCredentials",
     "calculate_signature",
     "check_permission",
+    "is_secret_setting",
+    "message_resource",
     "parse_address_pattern",
     "parse_permission",
     "parse_plain_acl",
+    "redact_settings",
+    "redact_value",
+    "request_grant",
     "required_permissions",
     "sign",
     "signature_content",

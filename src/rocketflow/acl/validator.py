@@ -14,6 +14,11 @@ the group only, and a send to ``%RETRY%<group>`` SUB on that group, apache/rocke
 6. every resource the request needs must be granted by ``topicPerms`` / ``groupPerms``, or else by
    ``defaultTopicPerm`` / ``defaultGroupPerm`` (an admin account listing no resources is granted all).
 
+Checks that need more than the request (the topic of the message a VIEW_MESSAGE_BY_ID names, the
+address a REGISTER_BROKER would replace) are made by the processors: `request_grant` gives them the
+request's `AccessGrant` (`PlainAclValidator.authorize`: who sent it), which answers "may it SUB / PUB
+this topic" and "is it admin".
+
 `PlainAclFile` reloads the file when its modification time, size or inode changes (checked at most
 once per ``check_interval`` seconds, on use).
 """
@@ -26,7 +31,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Protocol
+from typing import ClassVar, Final, Protocol
 
 from rocketflow.acl.address import host_of
 from rocketflow.acl.config import (
@@ -43,6 +48,15 @@ from rocketflow.acl.config import (
 from rocketflow.acl.errors import AclConfigError, AclDeniedError
 from rocketflow.acl.signing import ACCESS_KEY_FIELD, SIGNATURE_FIELD, verify_signature
 from rocketflow.protocol.bodies import HeartbeatData
+from rocketflow.protocol.message import MessageConst
+from rocketflow.protocol.names import (
+    DLQ_GROUP_TOPIC_PREFIX,
+    RETRY_GROUP_TOPIC_PREFIX,
+    SCHEDULE_TOPIC,
+    TRANS_CHECK_MAX_TIME_TOPIC,
+    TRANS_HALF_TOPIC,
+    TRANS_OP_HALF_TOPIC,
+)
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.errors import ProtocolError
@@ -54,19 +68,29 @@ ROCKETMQ_ADMIN_CODES: Final = frozenset({
     RequestCode.UPDATE_AND_CREATE_TOPIC, RequestCode.UPDATE_BROKER_CONFIG, RequestCode.DELETE_TOPIC_IN_BROKER,
     RequestCode.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, RequestCode.DELETE_SUBSCRIPTIONGROUP,
 })
-#: The broker's admin-only codes: RocketMQ's, plus the other codes that change or drop broker state.
+#: The broker's admin-only codes: RocketMQ's, plus the other codes that change or drop broker state, and
+#: the reads of the broker's configuration and of its whole tables (every topic, group, offset), which
+#: only admin tools and slaves need.
 BROKER_ADMIN_CODES: Final = ROCKETMQ_ADMIN_CODES | frozenset({
     RequestCode.RESET_CONSUMER_OFFSET_IN_BROKER, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET,
     RequestCode.TRIGGER_DELETE_FILES, RequestCode.CLEAN_EXPIRED_CONSUMEQUEUE, RequestCode.CLEAN_UNUSED_TOPIC,
     RequestCode.CLONE_GROUP_OFFSET, RequestCode.UPDATE_AND_CREATE_ACL_CONFIG, RequestCode.DELETE_ACL_CONFIG,
     RequestCode.UPDATE_GLOBAL_WHITE_ADDRS_CONFIG,
+    RequestCode.GET_BROKER_CONFIG, RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
+    RequestCode.GET_ALL_CONSUMER_OFFSET, RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.GET_BROKER_CLUSTER_ACL_INFO,
+    RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
 })
-#: The name server's admin-only codes (the 4.9.3 name server has no ACL; these change its state).
+#: The name server's admin-only codes (the 4.9.3 name server has no ACL): those that change its state or
+#: keep a broker alive, and the reads of its configuration.
 NAMESRV_ADMIN_CODES: Final = frozenset({
-    RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER, RequestCode.WIPE_WRITE_PERM_OF_BROKER,
-    RequestCode.DELETE_TOPIC_IN_NAMESRV, RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG,
-    RequestCode.UPDATE_NAMESRV_CONFIG,
+    RequestCode.REGISTER_BROKER, RequestCode.UNREGISTER_BROKER, RequestCode.QUERY_DATA_VERSION,
+    RequestCode.WIPE_WRITE_PERM_OF_BROKER, RequestCode.ADD_WRITE_PERM_OF_BROKER, RequestCode.DELETE_TOPIC_IN_NAMESRV,
+    RequestCode.PUT_KV_CONFIG, RequestCode.DELETE_KV_CONFIG, RequestCode.UPDATE_NAMESRV_CONFIG,
+    RequestCode.GET_KV_CONFIG, RequestCode.GET_KVLIST_BY_NAMESPACE, RequestCode.GET_NAMESRV_CONFIG,
 })
+#: Topics whose records belong to other topics (delayed, prepared and discarded transaction messages):
+#: reading them directly (PULL_MESSAGE, QUERY_MESSAGE) needs an admin account.
+MIXED_TOPICS: Final = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC})
 DEFAULT_CHECK_INTERVAL_SECONDS: Final = 1.0
 REMARK_PREFIX: Final = "[ACL] "
 
@@ -82,7 +106,9 @@ def required_permissions(request: RemotingCommand) -> dict[str, Permission]:
     """Resource -> permission a request needs (groups as ``%RETRY%<group>``); empty for codes without one.
 
     As RocketMQ, QUERY_CONSUMER_OFFSET and LOCK/UNLOCK_BATCH_MQ need no resource (any valid account);
-    SEND_BATCH_MESSAGE is checked as SEND_MESSAGE_V2 (4.9's parse skips it, 5.x checks it).
+    SEND_BATCH_MESSAGE is checked as SEND_MESSAGE_V2 (4.9's parse skips it, 5.x checks it). The reads
+    of one group's clients and progress (GET_CONSUMER_CONNECTION_LIST, GET_CONSUME_STATS,
+    GET_CONSUMER_RUNNING_INFO) need SUB on the group, as GET_CONSUMER_LIST_BY_GROUP does.
     Raises `AclDeniedError` when the body a decision depends on (HEART_BEAT) cannot be read.
     """
     fields = request.ext_fields
@@ -123,7 +149,9 @@ def required_permissions(request: RemotingCommand) -> dict[str, Permission]:
             need(group(consumer.group_name), Permission.SUB)
             for subscription in consumer.subscription_data_set:
                 need(subscription.topic, Permission.SUB)
-    elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP):
+    elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
+                  RequestCode.GET_CONSUMER_CONNECTION_LIST, RequestCode.GET_CONSUME_STATS,
+                  RequestCode.GET_CONSUMER_RUNNING_INFO):
         need(group(fields.get("consumerGroup")), Permission.SUB)
     elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
         need(group(fields.get("consumerGroup")), Permission.SUB)
@@ -131,21 +159,93 @@ def required_permissions(request: RemotingCommand) -> dict[str, Permission]:
     return needs
 
 
+def _resource_refusal(account: AccountConfig, resource: str, needed: Permission) -> str | None:
+    """Why ``account`` may not use ``resource`` as ``needed`` says, or None if it may."""
+    if account.resource_perms is None and account.admin:
+        return None
+    is_group = is_group_resource(resource)
+    owned = (account.resource_perms or {}).get(resource)
+    if owned is None:
+        owned = account.default_group_perm if is_group else account.default_topic_perm
+        source = f"{'defaultGroupPerm' if is_group else 'defaultTopicPerm'} is {permission_name(owned)}"
+    else:
+        source = f"{'groupPerms' if is_group else 'topicPerms'} gives {permission_name(owned)}"
+    if check_permission(needed, owned):
+        return None
+    return (f"{REMARK_PREFIX}accessKey {account.access_key} has no {permission_name(needed)} "
+            f"permission on {describe_resource(resource)} ({source})")
+
+
 def _check_resources(account: AccountConfig, needs: Mapping[str, Permission]) -> None:
-    if not needs or (account.resource_perms is None and account.admin):
-        return
-    granted = account.resource_perms or {}
     for resource, needed in needs.items():
-        is_group = is_group_resource(resource)
-        owned = granted.get(resource)
-        if owned is None:
-            owned = account.default_group_perm if is_group else account.default_topic_perm
-            source = f"{'defaultGroupPerm' if is_group else 'defaultTopicPerm'} is {permission_name(owned)}"
-        else:
-            source = f"{'groupPerms' if is_group else 'topicPerms'} gives {permission_name(owned)}"
-        if not check_permission(needed, owned):
-            raise AclDeniedError(f"{REMARK_PREFIX}accessKey {account.access_key} has no {permission_name(needed)} "
-                                 f"permission on {describe_resource(resource)} ({source})")
+        refusal = _resource_refusal(account, resource, needed)
+        if refusal is not None:
+            raise AclDeniedError(refusal)
+
+
+def _reads_mixed_topic(request: RemotingCommand) -> bool:
+    return request.code in (RequestCode.PULL_MESSAGE, RequestCode.QUERY_MESSAGE) \
+        and request.ext_fields.get("topic") in MIXED_TOPICS
+
+
+def message_resource(topic: str, properties: Mapping[str, str]) -> str:
+    """The topic a stored message's data belongs to: the resource to check before returning or moving it.
+
+    A delayed or prepared message is stored under a system topic with its own in ``REAL_TOPIC``; a
+    returned message is stored under ``%RETRY%<group>`` / ``%DLQ%<group>`` with the topic it was first
+    consumed from in ``RETRY_TOPIC``. Those properties are set by the broker when it moves a message, so
+    the message's data stays its first topic's. A retry message without ``RETRY_TOPIC`` (a consumer's
+    own copy, sent to the retry topic) is its group's.
+    """
+    if topic in MIXED_TOPICS:
+        topic = properties.get(MessageConst.REAL_TOPIC) or topic
+    if topic.startswith((RETRY_GROUP_TOPIC_PREFIX, DLQ_GROUP_TOPIC_PREFIX)):
+        topic = properties.get(MessageConst.RETRY_TOPIC) or topic
+    return topic
+
+
+@dataclass(frozen=True, slots=True)
+class AccessGrant:
+    """What one request may do, as the ACL decided when it let the request in.
+
+    `OPEN` is the grant of every request when ACL is off: everything is allowed, nobody is admin.
+    """
+
+    #: whether ACL checked the request at all
+    checked: bool
+    #: the account of the request's AccessKey (None: ACL off, or a globally white-listed address)
+    account: AccountConfig | None = None
+    #: the address is white-listed (globally, or for this account): RocketMQ lets it do anything
+    white_listed: bool = False
+
+    OPEN: ClassVar[AccessGrant]
+
+    @property
+    def is_admin(self) -> bool:
+        """An admin account or a white-listed address, with ACL on."""
+        return self.checked and (self.white_listed or (self.account is not None and self.account.admin))
+
+    @property
+    def access_key(self) -> str | None:
+        return self.account.access_key if self.account is not None else None
+
+    def refusal(self, resource: str, needed: Permission) -> str | None:
+        """Why this request may not use ``resource`` (a topic, or ``%RETRY%<group>``) as ``needed``
+        says, or None if it may."""
+        if not self.checked or self.white_listed:
+            return None
+        if self.account is None:
+            return f"{REMARK_PREFIX}the request's AccessKey is no longer allowed"
+        return _resource_refusal(self.account, resource, needed)
+
+    def message_refusal(self, topic: str, properties: Mapping[str, str], needed: Permission) -> str | None:
+        """`refusal` for the topic a stored message's data belongs to (`message_resource`)."""
+        return self.refusal(message_resource(topic, properties), needed)
+
+
+AccessGrant.OPEN = AccessGrant(checked=False)
+#: the grant of a request that no longer passes the ACL: it may do nothing
+_NOTHING: Final = AccessGrant(checked=True)
 
 
 class PlainAclValidator:
@@ -163,10 +263,22 @@ class PlainAclValidator:
 
     def validate(self, request: RemotingCommand, remote_address: str) -> None:
         """Return if ``request`` from ``remote_address`` (``host:port``) is allowed; raise `AclDeniedError` if not."""
+        grant = self.authorize(request, remote_address)
+        account = grant.account
+        if grant.white_listed or account is None:
+            return
+        if (request.code in self.admin_codes or _reads_mixed_topic(request)) and not account.admin:
+            raise AclDeniedError(f"{REMARK_PREFIX}request code {_code_text(request.code)} needs an admin account, "
+                                 f"but accessKey {account.access_key} is not admin")
+        _check_resources(account, required_permissions(request))
+
+    def authorize(self, request: RemotingCommand, remote_address: str) -> AccessGrant:
+        """Who ``request`` is from (steps 1 to 4: white lists, AccessKey, Signature); raise `AclDeniedError`
+        if it cannot be trusted. Admin codes and resources are not checked here."""
         config = self.config
         host = host_of(remote_address)
         if any(pattern.matches(host) for pattern in config.global_white_remote_addresses):
-            return
+            return AccessGrant(checked=True, white_listed=True)
         fields = request.ext_fields
         access_key = fields.get(ACCESS_KEY_FIELD)
         if not access_key:
@@ -176,17 +288,22 @@ class PlainAclValidator:
         if account is None:
             raise AclDeniedError(f"{REMARK_PREFIX}accessKey {access_key} is not configured")
         if account.white_remote_address.matches(host):
-            return
+            return AccessGrant(checked=True, account=account, white_listed=True)
         if not fields.get(SIGNATURE_FIELD):
             raise AclDeniedError(f"{REMARK_PREFIX}request code {_code_text(request.code)} from accessKey "
                                  f"{access_key} has no Signature")
         if not verify_signature(fields, request.body, account.secret_key):
             raise AclDeniedError(f"{REMARK_PREFIX}signature check failed for accessKey {access_key} (wrong secretKey, "
                                  "or the request was changed after signing)")
-        if request.code in self.admin_codes and not account.admin:
-            raise AclDeniedError(f"{REMARK_PREFIX}request code {_code_text(request.code)} needs an admin account, "
-                                 f"but accessKey {access_key} is not admin")
-        _check_resources(account, required_permissions(request))
+        return AccessGrant(checked=True, account=account)
+
+    def grant(self, request: RemotingCommand, remote_address: str) -> AccessGrant:
+        """`authorize` for a request the hook already let in (a processor's question); a request that no
+        longer passes (the file changed in between) gets a grant that allows nothing."""
+        try:
+            return self.authorize(request, remote_address)
+        except AclDeniedError:
+            return _NOTHING
 
     def check(self, request: RemotingCommand, remote_address: str) -> str | None:
         """None if allowed, else the refusal's reason."""
@@ -290,13 +407,22 @@ class AclRequestHook:
         return request.make_response(ResponseCode.NO_PERMISSION, remark=reason)
 
 
+def request_grant(hook: AclRequestHook | None, request: RemotingCommand, remote_address: str) -> AccessGrant:
+    """The `AccessGrant` of a request a server's ACL hook (None: ACL off) let in."""
+    return AccessGrant.OPEN if hook is None else hook.validator.grant(request, remote_address)
+
+
 __all__ = [
     "BROKER_ADMIN_CODES",
     "DEFAULT_CHECK_INTERVAL_SECONDS",
+    "MIXED_TOPICS",
     "NAMESRV_ADMIN_CODES",
     "ROCKETMQ_ADMIN_CODES",
+    "AccessGrant",
     "AclRequestHook",
     "PlainAclFile",
     "PlainAclValidator",
+    "message_resource",
+    "request_grant",
     "required_permissions",
 ]

@@ -127,14 +127,14 @@ class BrokerConfig:
     #: keys this broker signs its own requests to the name servers with (REGISTER_BROKER...), for name
     #: servers with ACL on (rocketflow's own settings; None = unsigned)
     access_key: str | None = None
-    secret_key: str | None = None
+    secret_key: str | None = field(default=None, repr=False)
     #: TLS of the listening port (``tls.server.mode``: disabled | permissive | enforcing); TLS stays off
     #: until ``tls_server_cert_path`` is set
     tls_mode: TlsMode = TlsMode.PERMISSIVE
     #: PEM certificate chain and key (``tls.server.certPath`` / ``keyPath`` / ``keyPassword``)
     tls_server_cert_path: Path | None = None
     tls_server_key_path: Path | None = None
-    tls_server_key_password: str | None = None
+    tls_server_key_password: str | None = field(default=None, repr=False)
     #: CAs client certificates must chain to (``tls.server.trustCertPath``)
     tls_server_trust_cert_path: Path | None = None
     #: ask clients for a certificate (``tls.server.need.client.auth``: none | optional | require)
@@ -144,7 +144,7 @@ class BrokerConfig:
     #: the broker's certificate for those connections and the CAs it trusts (``tls.client.*``)
     tls_client_cert_path: Path | None = None
     tls_client_key_path: Path | None = None
-    tls_client_key_password: str | None = None
+    tls_client_key_password: str | None = field(default=None, repr=False)
     tls_client_trust_cert_path: Path | None = None
     #: do not verify name-server certificates (``tls.test.mode.enable``; RocketMQ's default is true, ours false)
     tls_test_mode_enable: bool = False

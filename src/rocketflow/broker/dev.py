@@ -115,9 +115,11 @@ class DevCluster:
     def __init__(self, *, namesrv_port: int = 0, broker_port: int = 0, store_dir: str | Path | None = None,
                  host: str = "127.0.0.1", keep_store: bool = False,
                  broker_settings: Mapping[str, object] | None = None, slaves: int = 0,
-                 event_loop: str = "auto", sweep_stale_stores: bool = True) -> None:
+                 event_loop: str = "auto", sweep_stale_stores: bool = True,
+                 namesrv_settings: Mapping[str, object] | None = None) -> None:
         """``broker_settings`` are `BrokerConfig` fields (``"store.<name>"`` for store fields); the name
-        server takes the ``tls_mode`` / ``tls_server_*`` ones too. ``slaves`` > 0 also runs that many
+        server takes the ``tls_mode`` / ``tls_server_*`` ones too, and ``namesrv_settings`` (`NamesrvConfig`
+        fields, e.g. ``acl_enable`` and ``acl_file``). ``slaves`` > 0 also runs that many
         slaves of the broker (ids 1..n, free ports, stores under ``slave-<id>`` of the store dir).
         ``event_loop`` is the loop `start_background` serves on (see `rocketflow.net.event_loop`).
         ``sweep_stale_stores``: making a temporary store first removes those of dev clusters whose
@@ -130,6 +132,7 @@ class DevCluster:
         self._temp_dir: str | None = None
         self._store_dir = Path(store_dir) if store_dir is not None else None
         self.broker_settings = dict(broker_settings or {})
+        self.namesrv_settings = dict(namesrv_settings or {})
         self.namesrv: NameServer | None = None
         self.broker: BrokerController | None = None
         self.slave_count = slaves
@@ -178,7 +181,8 @@ class DevCluster:
                 mark_temp_store(self._store_dir)
         namesrv_tls = {key: value for key, value in self.broker_settings.items()
                        if key == "tls_mode" or key.startswith("tls_server_")}
-        namesrv = NameServer(NamesrvConfig(host=self.host, port=self.namesrv_port, **namesrv_tls))  # type: ignore[arg-type]
+        namesrv_settings = {"host": self.host, "port": self.namesrv_port, **namesrv_tls, **self.namesrv_settings}
+        namesrv = NameServer(NamesrvConfig(**namesrv_settings))  # type: ignore[arg-type]
         await namesrv.start()
         self.namesrv = namesrv
         settings: dict[str, object] = {

@@ -26,6 +26,7 @@ from rich.console import Console
 from rich.live import Live
 from rich.table import Table
 
+from rocketflow.acl import redact_settings
 from rocketflow.cli.params import GROUP, NAMESRV, TOPIC
 from rocketflow.client.admin import (
     DEFAULT_PERM,
@@ -230,9 +231,9 @@ def broker_group() -> None:
 @click.argument("broker_addr")
 @_common_options
 def broker_config_command(broker_addr: str, namesrv: str, json_output: bool, timeout: float) -> None:
-    """Every setting of the broker at BROKER_ADDR (host:port), by RocketMQ name."""
+    """Every setting of the broker at BROKER_ADDR (host:port), by RocketMQ name (secrets shown as ******)."""
     with _session(namesrv, timeout) as session:
-        settings = session.broker_config(broker_addr)
+        settings = redact_settings(session.broker_config(broker_addr))  # a RocketMQ broker sends them in clear
     if json_output:
         _print_json(settings)
         return
@@ -276,10 +277,11 @@ def broker_set_command(broker_addr: str, settings: tuple[str, ...], namesrv: str
         changes[key.strip()] = value.strip()
     with _session(namesrv, timeout) as session:
         session.update_broker_config(broker_addr, changes)
+    shown = redact_settings(changes)
     if json_output:
-        _print_json({"updated": changes})
+        _print_json({"updated": shown})
         return
-    _console().print(f"updated {', '.join(f'{key}={value}' for key, value in changes.items())} on {broker_addr}")
+    _console().print(f"updated {', '.join(f'{key}={value}' for key, value in shown.items())} on {broker_addr}")
 
 
 # --------------------------------------------------------------------------- topics

@@ -221,20 +221,25 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
 @_event_loop_option
 @_gc_freeze_option
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
+@click.option("--ns-acl", is_flag=True,
+              help="The name server checks the --acl-file too; the broker then signs its registrations with an "
+                   "admin account's keys (--set accessKey=... --set secretKey=...).")
 @_tls_options
 @_acl_option
 def dev(host: str, namesrv_port: int, broker_port: int, store_dir: str | None, keep: bool, slaves: int,
         metrics_port: int | None, settings: tuple[str, ...], event_loop: str, gc_freeze: bool, verbose: bool,
-        **tls: str | None) -> None:
+        ns_acl: bool, **tls: str | None) -> None:
     """Run a name server and a broker in one process (the embedded default for demos and tests)."""
-    from rocketflow.cli.servers import parse_settings, run_dev, tls_overrides
+    from rocketflow.cli.servers import namesrv_acl_overrides, parse_settings, run_dev, tls_overrides
 
     overrides = parse_settings(settings)
     overrides.update(tls_overrides(tls))
     if metrics_port is not None:
         overrides["metrics_port"] = metrics_port
+    namesrv_overrides = namesrv_acl_overrides(overrides) if ns_acl else {}
     run_dev(host=host, namesrv_port=namesrv_port, broker_port=broker_port, store_dir=store_dir, keep=keep,
-            overrides=overrides, verbose=verbose, slaves=slaves, event_loop=event_loop, gc_freeze=gc_freeze)
+            overrides=overrides, verbose=verbose, slaves=slaves, event_loop=event_loop, gc_freeze=gc_freeze,
+            namesrv_overrides=namesrv_overrides)
 
 
 from rocketflow.cli.admin import admin as _admin_group  # noqa: E402  (after the other commands, on purpose)

@@ -209,16 +209,27 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
 # --------------------------------------------------------------------------- dev
 
 
+def namesrv_acl_overrides(broker_overrides: Mapping[str, object]) -> dict[str, object]:
+    """``rocketflow dev --ns-acl``: the name server's ACL settings (the broker's ACL file), checked for what
+    the broker needs to register: ACL on (``--acl-file``) and keys to sign with."""
+    if not broker_overrides.get("acl_enable") or broker_overrides.get("acl_file") is None:
+        raise click.UsageError("--ns-acl needs --acl-file (the name server checks the same file)")
+    if broker_overrides.get("access_key") is None or broker_overrides.get("secret_key") is None:
+        raise click.UsageError("--ns-acl: the broker signs its registrations with an admin account of the ACL file: "
+                               "add --set accessKey=... --set secretKey=...")
+    return {"acl_enable": True, "acl_file": broker_overrides["acl_file"]}
+
+
 def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | None, keep: bool,
             overrides: Mapping[str, object], verbose: bool = False, slaves: int = 0, event_loop: str = "auto",
-            gc_freeze: bool = True) -> None:
+            gc_freeze: bool = True, namesrv_overrides: Mapping[str, object] | None = None) -> None:
     _configure_logging(verbose)
 
     async def main() -> None:
         stop = _stop_on_signals()
         cluster = DevCluster(namesrv_port=namesrv_port, broker_port=broker_port,
                              store_dir=Path(store_dir) if store_dir else None, host=host, keep_store=keep,
-                             broker_settings=overrides, slaves=slaves)
+                             broker_settings=overrides, slaves=slaves, namesrv_settings=namesrv_overrides)
         await cluster.start()
         _settle_heap(gc_freeze)
         click.echo(f"namesrv listening on {cluster.namesrv_addr}")
@@ -247,4 +258,5 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
     _run(main(), event_loop, port_options)
 
 
-__all__ = ["parse_namesrv_settings", "parse_settings", "run_broker", "run_dev", "run_namesrv", "tls_overrides"]
+__all__ = ["namesrv_acl_overrides", "parse_namesrv_settings", "parse_settings", "run_broker", "run_dev", "run_namesrv",
+           "tls_overrides"]

@@ -93,7 +93,7 @@ class ClientConfig:
     #: Our certificate and key for mutual TLS (``tls.client.certPath`` / ``keyPath`` / ``keyPassword``).
     tls_cert: str | None = None
     tls_key: str | None = None
-    tls_key_password: str | None = None
+    tls_key_password: str | None = dataclasses.field(default=None, repr=False)
     #: Verify the server certificate and host name; False = RocketMQ's ``tls.test.mode.enable`` (no checks).
     tls_verify: bool = True
     #: The instance's event loop: ``auto`` (uvloop when installed), ``uvloop`` or ``asyncio``

@@ -6,7 +6,7 @@ import dataclasses
 import re
 import types
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Union, get_args, get_origin, get_type_hints
 
@@ -47,9 +47,15 @@ class NamesrvConfig:
     #: ``tls.server.certPath`` / ``keyPath`` / ``keyPassword`` / ``trustCertPath`` / ``need.client.auth``
     tls_server_cert_path: Path | None = None
     tls_server_key_path: Path | None = None
-    tls_server_key_password: str | None = None
+    tls_server_key_password: str | None = field(default=None, repr=False)
     tls_server_trust_cert_path: Path | None = None
     tls_server_need_client_auth: ClientAuth = ClientAuth.NONE
+    #: Refuse a REGISTER_BROKER that would move a live broker (registered within the expiry window, its
+    #: connection open) to another address, and an UNREGISTER_BROKER of it, from any other connection
+    #: than the one it registered over, unless from an admin account (ACL on). rocketflow's own
+    #: (RocketMQ's name server takes them); false for brokers that change address faster than the name
+    #: server sees their old connection close.
+    protect_live_brokers: bool = True
 
     def __post_init__(self) -> None:
         self.tls_server_settings()

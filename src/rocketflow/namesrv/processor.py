@@ -1,15 +1,21 @@
-"""Request handlers of the name server (RocketMQ's DefaultRequestProcessor)."""
+"""Request handlers of the name server (RocketMQ's DefaultRequestProcessor).
+
+A registration may not move a live broker's address, nor an unregistration remove it, from another
+connection than its own unless an admin asks (see `RouteInfoManager.address_conflict`); KV entries
+whose key names a secret are read back redacted (`rocketflow.acl.redact`).
+"""
 
 from __future__ import annotations
 
 import logging
 import zlib
 
+from rocketflow.acl import AclRequestHook, redact_settings, redact_value, request_grant
 from rocketflow.namesrv.config import NamesrvConfig
 from rocketflow.namesrv.kv_config import NAMESPACE_ORDER_TOPIC_CONFIG, KVConfigManager
 from rocketflow.namesrv.route_info_manager import RouteInfoManager
 from rocketflow.net import RemotingServer, RequestContext
-from rocketflow.protocol.bodies import DataVersion, RegisterBrokerBody, TopicConfigSerializeWrapper
+from rocketflow.protocol.bodies import DataVersion, KVTable, RegisterBrokerBody, TopicConfigSerializeWrapper
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import (
@@ -48,10 +54,27 @@ def _topic_not_exist_remark(topic: str) -> str:
 class NamesrvProcessor:
     """Answers the name server's request codes from the route tables and the KV config."""
 
-    def __init__(self, config: NamesrvConfig, routes: RouteInfoManager, kv_config: KVConfigManager) -> None:
+    def __init__(self, config: NamesrvConfig, routes: RouteInfoManager, kv_config: KVConfigManager, *,
+                 acl_hook: AclRequestHook | None = None) -> None:
         self.config = config
         self.routes = routes
         self.kv_config = kv_config
+        #: the server's ACL hook (None: ACL off), to tell an admin's requests apart
+        self.acl_hook = acl_hook
+
+    @property
+    def _expired_ms(self) -> int:
+        return int(self.config.broker_channel_expired_seconds * 1000)
+
+    def _refused(self, ctx: RequestContext, request: RemotingCommand, conflict: str | None) -> RemotingCommand | None:
+        """NO_PERMISSION for a request that would take over or remove a live broker, unless an admin sends it."""
+        if conflict is None or not self.config.protect_live_brokers:
+            return None
+        if request_grant(self.acl_hook, request, ctx.remote_address).is_admin:
+            logger.info("%s from admin at %s overrides: %s", request.describe(), ctx.remote_address, conflict)
+            return None
+        logger.warning("refused %s from %s: %s", request.describe(), ctx.remote_address, conflict)
+        return request.make_response(ResponseCode.NO_PERMISSION, remark=conflict)
 
     def register_to(self, server: RemotingServer) -> None:
         handlers = {
@@ -81,6 +104,11 @@ class NamesrvProcessor:
 
     def register_broker(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = RegisterBrokerRequestHeader.from_command(request)
+        refusal = self._refused(ctx, request, self.routes.address_conflict(
+            broker_name=header.broker_name, broker_id=header.broker_id, broker_addr=header.broker_addr,
+            channel_id=ctx.channel.id, expired_ms=self._expired_ms))
+        if refusal is not None:
+            return refusal
         body = request.body
         if header.body_crc32 and body and (zlib.crc32(body) & 0x7FFFFFFF) != header.body_crc32:
             logger.warning("register from %s: body CRC mismatch", ctx.remote_address)
@@ -106,6 +134,7 @@ class NamesrvProcessor:
             topic_config_wrapper=wrapper,
             filter_server_list=filter_servers,
             channel_id=ctx.channel.id,
+            expired_ms=self._expired_ms if self.config.protect_live_brokers else None,
         )
         response_header = RegisterBrokerResponseHeader(
             ha_server_addr=result.ha_server_addr, master_addr=result.master_addr
@@ -117,6 +146,10 @@ class NamesrvProcessor:
 
     def unregister_broker(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = UnRegisterBrokerRequestHeader.from_command(request)
+        refusal = self._refused(ctx, request, self.routes.unregister_conflict(
+            broker_addr=header.broker_addr, channel_id=ctx.channel.id, expired_ms=self._expired_ms))
+        if refusal is not None:
+            return refusal
         self.routes.unregister_broker(
             cluster_name=header.cluster_name,
             broker_addr=header.broker_addr,
@@ -128,7 +161,9 @@ class NamesrvProcessor:
     def query_data_version(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = QueryDataVersionRequestHeader.from_command(request)
         data_version = DataVersion.decode(request.body)
-        changed = self.routes.is_broker_topic_config_changed(header.broker_addr, data_version)
+        # only the broker's own connections keep it alive; another is told to register (which binds it)
+        changed = self.routes.is_broker_topic_config_changed(header.broker_addr, data_version) or (
+            self.config.protect_live_brokers and not self.routes.registered_over(header.broker_addr, ctx.channel.id))
         if not changed:
             self.routes.update_broker_info_update_timestamp(header.broker_addr)
         stored = self.routes.query_broker_topic_config(header.broker_addr)
@@ -209,6 +244,8 @@ class NamesrvProcessor:
             return request.make_response(
                 ResponseCode.QUERY_NOT_FOUND, remark=f"No config item, Namespace: {header.namespace} Key: {header.key}"
             )
+        if header.namespace != NAMESPACE_ORDER_TOPIC_CONFIG:
+            value = redact_value(header.key, value)
         return request.make_response(ext_fields=GetKVConfigResponseHeader(value=value).to_ext_fields())
 
     def delete_kv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
@@ -223,6 +260,8 @@ class NamesrvProcessor:
             return request.make_response(
                 ResponseCode.QUERY_NOT_FOUND, remark=f"No config item, Namespace: {header.namespace}"
             )
+        if header.namespace != NAMESPACE_ORDER_TOPIC_CONFIG:  # its keys are topic names, its values no secrets
+            table = KVTable(table=redact_settings(table.table))
         return request.make_response(body=table.encode())
 
 

@@ -2,6 +2,16 @@
 
 Brokers register their topics; producers and consumers ask for a topic's route. Everything runs
 on the name server's event loop, so no locking is needed.
+
+A broker address is owned by the connection it first registered over. While it is live (registered
+within the expiry window, its owner connection still open), `address_conflict` says why a registration
+from another connection may not move its (broker name, id) to another address, and
+`unregister_conflict` why another connection may not unregister it: the name server refuses both
+unless the request comes from an admin (ACL on). A restarted broker registering its own address again
+over a new connection is no conflict: that connection is kept as a stand-by, which keeps the address
+alive but changes none of the owner's tables, and takes over when the owner's connection closes. So
+the address stays routed until its last connection closes, and a second registrant of the same
+address can neither rewrite its topics nor remove it by disconnecting.
 """
 
 from __future__ import annotations
@@ -34,12 +44,20 @@ def _now_ms() -> int:
 
 @dataclass(slots=True)
 class BrokerLiveInfo:
-    """When a broker address last registered, with what topic-table version, over which channel."""
+    """When a broker address last registered, with what topic-table version, over which channels."""
 
     last_update_timestamp: int
     data_version: DataVersion
-    channel_id: object
+    #: the open connections the address registered over, the owner first (more than one after a restart
+    #: whose old connection the name server has not seen close yet)
+    channel_ids: list[object]
     ha_server_addr: str
+
+    def is_live(self, now: int, expired_ms: int) -> bool:
+        return bool(self.channel_ids) and self.last_update_timestamp + expired_ms >= now
+
+    def is_owner(self, channel_id: object) -> bool:
+        return bool(self.channel_ids) and self.channel_ids[0] == channel_id
 
 
 @dataclass(slots=True)
@@ -61,6 +79,34 @@ class RouteInfoManager:
 
     # ------------------------------------------------------------------ registration
 
+    def address_conflict(self, *, broker_name: str, broker_id: int, broker_addr: str, channel_id: object,
+                         expired_ms: int) -> str | None:
+        """Why a registration of ``broker_addr`` as (``broker_name``, ``broker_id``) over ``channel_id``
+        would take the place of a live broker at another address, or None if it would not."""
+        broker_data = self.broker_addr_table.get(broker_name)
+        old_addr = broker_data.broker_addrs.get(broker_id) if broker_data is not None else None
+        if old_addr is None or old_addr == broker_addr:
+            return None
+        live = self.broker_live_table.get(old_addr)
+        if live is None or not live.is_live(self.clock(), expired_ms) or live.is_owner(channel_id):
+            return None
+        return (f"broker {broker_name} id {broker_id} is registered at {old_addr}, which is alive on another "
+                f"connection: refusing to move it to {broker_addr} (it moves once that broker is gone, or "
+                "register with an admin account on a name server with ACL)")
+
+    def unregister_conflict(self, *, broker_addr: str, channel_id: object, expired_ms: int) -> str | None:
+        """Why an UNREGISTER_BROKER of ``broker_addr`` over ``channel_id`` may not remove it, or None."""
+        live = self.broker_live_table.get(broker_addr)
+        if live is None or not live.is_live(self.clock(), expired_ms) or live.is_owner(channel_id):
+            return None
+        return (f"broker {broker_addr} is alive on another connection: only its own connection (or an admin "
+                "account on a name server with ACL) may unregister it")
+
+    def registered_over(self, broker_addr: str, channel_id: object) -> bool:
+        """Whether ``broker_addr`` registered over ``channel_id`` (its owner or a stand-by)."""
+        live = self.broker_live_table.get(broker_addr)
+        return live is not None and channel_id in live.channel_ids
+
     def register_broker(
         self,
         *,
@@ -72,8 +118,22 @@ class RouteInfoManager:
         topic_config_wrapper: TopicConfigSerializeWrapper | None,
         filter_server_list: list[str],
         channel_id: object,
+        expired_ms: int | None = None,
     ) -> RegisterBrokerResult:
-        """Record a broker's (re-)registration; returns the master's addresses for a slave."""
+        """Record a broker's (re-)registration; returns the master's addresses for a slave.
+
+        The caller checks `address_conflict` first (this moves the address whatever it is). With
+        ``expired_ms``, a registration of a live address over another connection than its owner's only
+        adds that connection as a stand-by (and keeps the address alive): the tables stay the owner's."""
+        previous = self.broker_live_table.get(broker_addr)
+        if expired_ms is not None and previous is not None and not previous.is_owner(channel_id) \
+                and previous.is_live(self.clock(), expired_ms):
+            if channel_id not in previous.channel_ids:
+                previous.channel_ids.append(channel_id)
+                logger.info("broker %s registered again over another connection: kept as a stand-by of the "
+                            "connection it registered over first", broker_addr)
+            previous.last_update_timestamp = self.clock()
+            return self._master_of(broker_name, broker_id)
         self.cluster_addr_table.setdefault(cluster_name, set()).add(broker_name)
         broker_data = self.broker_addr_table.get(broker_name)
         register_first = broker_data is None
@@ -95,11 +155,13 @@ class RouteInfoManager:
                 self._create_and_update_queue_data(broker_name, topic_config)
 
         data_version = topic_config_wrapper.data_version if topic_config_wrapper else DataVersion(0, 0)
-        previous = self.broker_live_table.get(broker_addr)
+        channel_ids = list(previous.channel_ids) if previous is not None else []
+        if channel_id not in channel_ids:
+            channel_ids.append(channel_id)
         self.broker_live_table[broker_addr] = BrokerLiveInfo(
             last_update_timestamp=self.clock(),
             data_version=DataVersion(data_version.timestamp, data_version.counter),
-            channel_id=channel_id,
+            channel_ids=channel_ids,
             ha_server_addr=ha_server_addr,
         )
         if previous is None:
@@ -110,8 +172,13 @@ class RouteInfoManager:
         else:
             self.filter_server_table.pop(broker_addr, None)
 
+        return self._master_of(broker_name, broker_id)
+
+    def _master_of(self, broker_name: str, broker_id: int) -> RegisterBrokerResult:
+        """A slave's answer: its master's address and HA address (empty for a master, or none live)."""
         result = RegisterBrokerResult()
-        if broker_id != MASTER_ID:
+        broker_data = self.broker_addr_table.get(broker_name)
+        if broker_id != MASTER_ID and broker_data is not None:
             master_addr = broker_data.broker_addrs.get(MASTER_ID)
             master_live = self.broker_live_table.get(master_addr) if master_addr else None
             if master_addr and master_live:
@@ -182,21 +249,32 @@ class RouteInfoManager:
         ]
         for addr, live in expired:
             logger.warning("broker %s expired: silent for %d ms", addr, now - live.last_update_timestamp)
-            self.on_channel_destroy(addr, live.channel_id)
+            self._remove_broker_addr(addr)
         return [live for _, live in expired]
 
     def on_channel_destroy(self, remote_addr: str | None, channel_id: object) -> None:
-        """A broker's connection is gone: remove everything registered through it."""
-        broker_addr = None
+        """A connection is gone: remove the broker addresses registered only through it.
+
+        An address that also registered over another open connection (its broker restarted, or
+        someone registered the same address) stays, owned by the oldest of those."""
+        gone = []
         for addr, live in self.broker_live_table.items():
-            if live.channel_id == channel_id:
-                broker_addr = addr
-                break
-        if broker_addr is None:
-            broker_addr = remote_addr if remote_addr in self.broker_live_table else None
-        if broker_addr is None:
+            if channel_id in live.channel_ids:
+                was_owner = live.is_owner(channel_id)
+                live.channel_ids.remove(channel_id)
+                if not live.channel_ids:
+                    gone.append(addr)
+                elif was_owner:
+                    # a stand-by owns it now: its next registration's topic table is taken whatever its version
+                    live.data_version = DataVersion(-1, -1)
+                    logger.info("broker %s: its connection closed, another it registered over takes over", addr)
+        for addr in gone:
+            self._remove_broker_addr(addr)
+
+    def _remove_broker_addr(self, broker_addr: str) -> None:
+        """Remove a broker address and whatever only it served."""
+        if self.broker_live_table.pop(broker_addr, None) is None:
             return
-        del self.broker_live_table[broker_addr]
         self.filter_server_table.pop(broker_addr, None)
         removed_names: list[str] = []
         for broker_name, broker_data in list(self.broker_addr_table.items()):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 
 from rocketflow.acl import NAMESRV_ADMIN_CODES, AclRequestHook, PlainAclFile, PlainAclValidator
@@ -31,14 +32,15 @@ class NameServer:
             on_close=self._on_channel_close,
             tls=self.config.tls_server_settings(),
         )
-        NamesrvProcessor(self.config, self.routes, self.kv_config).register_to(self.server)
         #: the plain ACL file when ``acl_enable`` (see docs/acl.md)
         self.acl_file: PlainAclFile | None = None
+        self.acl_hook: AclRequestHook | None = None
         if self.config.acl_enable:
             self.acl_file = PlainAclFile(self.config.acl_file_path,
                                          check_interval=self.config.acl_reload_check_interval_seconds)
-            self.server.set_request_hook(
-                AclRequestHook(PlainAclValidator(self.acl_file, admin_codes=NAMESRV_ADMIN_CODES)))
+            self.acl_hook = AclRequestHook(PlainAclValidator(self.acl_file, admin_codes=NAMESRV_ADMIN_CODES))
+            self.server.set_request_hook(self.acl_hook)
+        NamesrvProcessor(self.config, self.routes, self.kv_config, acl_hook=self.acl_hook).register_to(self.server)
         self._scanner: asyncio.Task[None] | None = None
 
     @property
@@ -56,6 +58,11 @@ class NameServer:
         await self.server.start()
         self._scanner = asyncio.get_running_loop().create_task(self._scan_loop())
         logger.info("name server listening on %s", self.address)
+        if not self.config.acl_enable and not is_loopback_host(self.config.host):
+            logger.warning("name server listens on %s without ACL: anyone who reaches it can register brokers and "
+                           "redirect or remove topic routes. Turn ACL on (--acl-file / aclEnable, brokers signing "
+                           "with an admin account's accessKey / secretKey) or listen on 127.0.0.1; see docs/acl.md",
+                           self.address)
 
     async def stop(self) -> None:
         if self._scanner is not None:
@@ -83,10 +90,20 @@ class NameServer:
             try:
                 expired = self.routes.scan_not_active_brokers(expired_ms)
                 if expired:
-                    ids = {live.channel_id for live in expired}
+                    ids = {channel_id for live in expired for channel_id in live.channel_ids}
                     for channel in self.server.channels:
                         if channel.id in ids:
                             channel.close()
             except Exception:
                 logger.exception("broker expiry scan failed")
             await asyncio.sleep(self.config.scan_not_active_broker_interval_seconds)
+
+
+def is_loopback_host(host: str) -> bool:
+    """Whether a listen address only takes connections from this machine (a wildcard address does not)."""
+    if host.strip().lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip().strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -15,7 +15,7 @@ import logging
 import socket
 import ssl
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
@@ -112,7 +112,7 @@ class TlsServerSettings:
     #: ``tls.server.keyPath``: PEM private key (None = in the certificate file).
     key_path: str | Path | None = None
     #: ``tls.server.keyPassword``
-    key_password: str | None = None
+    key_password: str | None = field(default=None, repr=False)
     #: ``tls.server.trustCertPath``: CAs client certificates are verified against (None = system CAs).
     trust_cert_path: str | Path | None = None
     #: ``tls.server.need.client.auth``
@@ -161,7 +161,7 @@ class TlsClientSettings:
     #: ``tls.client.certPath`` / ``keyPath`` / ``keyPassword``: our certificate, for mutual TLS.
     cert_path: str | Path | None = None
     key_path: str | Path | None = None
-    key_password: str | None = None
+    key_password: str | None = field(default=None, repr=False)
     #: Verify the server certificate and host name; False is RocketMQ's ``tls.test.mode.enable``.
     verify: bool = True
     handshake_timeout: float = DEFAULT_TLS_HANDSHAKE_TIMEOUT

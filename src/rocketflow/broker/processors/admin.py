@@ -10,6 +10,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
+from rocketflow.acl import redact_settings, redact_value
 from rocketflow.broker.config import BrokerConfigError, config_overrides_from_properties
 from rocketflow.broker.processors.common import check_names, error
 from rocketflow.net import RemotingError, RequestContext, not_supported_remark
@@ -465,7 +466,7 @@ class AdminBrokerProcessor:
             setattr(broker.config.store, name, value)
         if "max_message_size" in broker_changes:
             broker.config.store.max_message_size = broker.config.max_message_size
-        logger.info("broker config updated by %s: %s", ctx.remote_address, overrides)
+        logger.info("broker config updated by %s: %s", ctx.remote_address, redact_settings(overrides))
         if "broker_permission" in broker_changes:
             broker.topics.data_version.next_version()
             if broker.registrar is not None:
@@ -473,6 +474,8 @@ class AdminBrokerProcessor:
         return request.make_response(ResponseCode.SUCCESS)
 
     def get_broker_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """GET_BROKER_CONFIG (26): every setting as ``name=value`` lines; secrets (keys' passwords, the
+        broker's ``secretKey``) are redacted, so the answer is safe to show (and it is admin-only with ACL on)."""
         config = self.broker.config
         lines: list[str] = []
 
@@ -485,7 +488,8 @@ class AdminBrokerProcessor:
                     value = "true" if value else "false"  # as Java prints them
                 elif hasattr(value, "value") and not isinstance(value, int | str):
                     value = value.value
-                lines.append(f"{prefix}{_camel(item.name)}={'' if value is None else value}")
+                text = "" if value is None else str(value)
+                lines.append(f"{prefix}{_camel(item.name)}={redact_value(item.name, text)}")
 
         add("", config)
         add("", config.store)

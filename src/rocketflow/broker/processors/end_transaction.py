@@ -1,12 +1,19 @@
-"""END_TRANSACTION (37): a producer commits or rolls back a half message (see `rocketflow.broker.transaction`)."""
+"""END_TRANSACTION (37): a producer commits or rolls back a half message (see `rocketflow.broker.transaction`).
+
+With ACL on, committing or rolling back needs PUB on the half message's real topic (its ``REAL_TOPIC``):
+the request names the message by commit-log offset only, and a commit publishes it.
+"""
 
 from __future__ import annotations
 
 import logging
 from typing import TYPE_CHECKING, Final
 
+from rocketflow.acl import AccessGrant, Permission, request_grant
 from rocketflow.broker.processors.common import check_names, error
 from rocketflow.net import RemotingServer, RequestContext
+from rocketflow.protocol.codec import RecordDecodeError, decode_record
+from rocketflow.protocol.names import TRANS_HALF_TOPIC
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
@@ -52,11 +59,30 @@ class EndTransactionProcessor:
         if outcome not in (_COMMIT, _ROLLBACK):
             return error(request, ResponseCode.SYSTEM_ERROR,
                          f"commitOrRollback must be 0 (unknown), 8 (commit) or 12 (rollback), got {outcome}")
+        grant = request_grant(broker.acl_hook, request, ctx.remote_address)
+        if grant.checked:
+            refusal = self._refusal(grant, header.commit_log_offset)
+            if refusal is not None:
+                return error(request, ResponseCode.NO_PERMISSION, refusal)
         if outcome == _ROLLBACK or header.from_transaction_check:
             logger.info("%s from %s: %s transaction %s (%s)", origin, ctx.remote_address,
                         "commit" if outcome == _COMMIT else "roll back", header.transaction_id or header.msg_id,
                         request.remark or "no remark")
         return broker.transactions.end_transaction(request, header)
+
+    def _refusal(self, grant: AccessGrant, commit_log_offset: int) -> str | None:
+        """Why ``grant`` may not end the half message at ``commit_log_offset`` (None if it may, or if there is
+        no half message there: the transaction service answers that)."""
+        record = self.broker.store.select_one_message_by_offset(commit_log_offset) if commit_log_offset >= 0 else None
+        if record is None:
+            return None
+        try:
+            half, _ = decode_record(record, decompress=False, with_body=False)
+        except RecordDecodeError:
+            return None
+        if half.topic != TRANS_HALF_TOPIC:
+            return None
+        return grant.message_refusal(half.topic, half.properties, Permission.PUB)
 
 
 __all__ = ["EndTransactionProcessor"]

@@ -1,11 +1,18 @@
-"""QUERY_MESSAGE (12) by key and VIEW_MESSAGE_BY_ID (33)."""
+"""QUERY_MESSAGE (12) by key and VIEW_MESSAGE_BY_ID (33).
+
+With ACL on, a message is returned only to an account with SUB on the topic its data belongs to
+(`rocketflow.acl.message_resource`: a delayed, prepared or returned message's first topic), whatever
+the header names.
+"""
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from rocketflow.acl import AccessGrant, Permission, request_grant
 from rocketflow.broker.processors.common import error
 from rocketflow.net import RemotingServer, RequestContext
+from rocketflow.protocol.codec import RecordDecodeError, decode_record
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
@@ -36,18 +43,40 @@ class QueryMessageProcessor:
             "indexLastUpdateTimestamp": str(result.index_last_update_timestamp),
             "indexLastUpdatePhyoffset": str(result.index_last_update_phy_offset),
         }
-        if not result.buffers:
+        buffers = result.buffers
+        grant = request_grant(self.broker.acl_hook, request, ctx.remote_address)
+        if grant.checked and buffers:
+            refusals = [_refusal(grant, record) for record in buffers]
+            allowed = [record for record, refusal in zip(buffers, refusals, strict=True) if refusal is None]
+            if not allowed:
+                return error(request, ResponseCode.NO_PERMISSION, next(r for r in refusals if r is not None))
+            buffers = allowed
+        if not buffers:
             return request.make_response(ResponseCode.QUERY_NOT_FOUND,
                                          remark="can not find message, maybe time range not correct",
                                          ext_fields=fields)
-        return request.make_response(ResponseCode.SUCCESS, ext_fields=fields, body=result.body())
+        return request.make_response(ResponseCode.SUCCESS, ext_fields=fields, body=b"".join(buffers))
 
     def view_message_by_id(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = ViewMessageRequestHeader.from_command(request)
         record = self.broker.store.select_one_message_by_offset(header.offset) if header.offset >= 0 else None
         if record is None:
             return error(request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {header.offset}")
+        grant = request_grant(self.broker.acl_hook, request, ctx.remote_address)
+        if grant.checked:
+            refusal = _refusal(grant, record)
+            if refusal is not None:
+                return error(request, ResponseCode.NO_PERMISSION, refusal)
         return request.make_response(ResponseCode.SUCCESS, body=bytes(record))
+
+
+def _refusal(grant: AccessGrant, record: bytes) -> str | None:
+    """Why ``grant`` may not read the stored message ``record``, or None if it may."""
+    try:
+        msg, _ = decode_record(record, decompress=False, with_body=False)
+    except RecordDecodeError as exc:
+        return f"the record cannot be read to check its topic: {exc}"
+    return grant.message_refusal(msg.topic, msg.properties, Permission.SUB)
 
 
 __all__ = ["QueryMessageProcessor"]

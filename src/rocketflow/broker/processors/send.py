@@ -16,6 +16,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Final
 
+from rocketflow.acl import Permission, request_grant
 from rocketflow.broker.processors.common import FAQ_SUFFIX, check_names, error, parse_host
 from rocketflow.broker.transaction import HALF_QUEUE_ID, half_message_properties, without_transaction_type
 from rocketflow.net import GroupResult, RemotingServer, RequestContext
@@ -422,6 +423,12 @@ class SendMessageProcessor:
                 stored = None
         if stored is None:
             return error(request, ResponseCode.SYSTEM_ERROR, f"look message by offset failed, {header.offset}")
+        # the message moves into the group's retry topic, where the group's consumers read it: with ACL on,
+        # the account must be allowed to read it where it is (the hook checked the group only)
+        refusal = request_grant(broker.acl_hook, request, ctx.remote_address).message_refusal(
+            stored.topic, stored.properties, Permission.SUB)
+        if refusal is not None:
+            return error(request, ResponseCode.NO_PERMISSION, refusal)
         new_topic = retry_topic(header.group)
         queue_id = self._random.randrange(99_999_999) % group_config.retry_queue_nums
         topic_config = broker.topics.plan_in_send_back(new_topic, group_config.retry_queue_nums,
