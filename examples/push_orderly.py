@@ -2,10 +2,11 @@
 
 Run a name server and a broker first (``rocketflow dev``), then:
 
-    python examples/push_orderly.py [--namesrv 127.0.0.1:9876] [--count 100] [--keys 10]
+    python examples/push_orderly.py [--namesrv 127.0.0.1:9876] [--count 100] [--keys 10] [--rate 0]
 
 The script sends ``--count`` messages spread over ``--keys`` order ids (``sharding_key`` = order id,
-so one order stays on one queue), each carrying its per-order sequence number. An orderly push
+so one order stays on one queue), each carrying its per-order sequence number, at most ``--rate``
+a second (0: as fast as it can; a progress bar shows sends that take a while). An orderly push
 consumer (one queue consumed by one thread at a time, under the broker's queue lock) checks that
 every order's sequence numbers arrive as 0, 1, 2, ... and prints
 ``consumed N messages in order``. Messages of earlier runs in the topic are skipped.
@@ -17,7 +18,10 @@ import argparse
 import os
 import sys
 import threading
+import time
 import uuid
+
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from rocketflow import ConsumeFromWhere, ConsumeOrderlyStatus, Message, MessageExt, Producer, PushConsumer
 from rocketflow.client import ConsumeOrderlyContext
@@ -74,24 +78,38 @@ def main() -> int:
     parser.add_argument("--group", default="example-orderly-consumer")
     parser.add_argument("--count", type=int, default=100, help="messages to send and consume")
     parser.add_argument("--keys", type=int, default=10, help="distinct order ids (sharding keys)")
+    parser.add_argument("--rate", type=float, default=0.0,
+                        help="messages per second at most (0 = as fast as it can); a low rate leaves time to watch "
+                             "the group's lag grow with `rocketflow admin consumer-progress --watch`")
     parser.add_argument("--timeout", type=float, default=60.0, help="give up after this many seconds")
     args = parser.parse_args()
     if args.count < 1:
         parser.error("--count must be at least 1")
     if args.keys < 1:
         parser.error("--keys must be at least 1")
+    if args.rate < 0:
+        parser.error("--rate must be 0 (as fast as it can) or more")
     ensure_topic(args.namesrv, args.topic)
     run_id = uuid.uuid4().hex[:12]
 
-    with Producer("example-orderly-producer", namesrv=args.namesrv) as producer:
+    progress = Progress(TextColumn("sending"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                        disable=args.count < 5000 and args.rate == 0)
+    with Producer("example-orderly-producer", namesrv=args.namesrv) as producer, progress:
+        task = progress.add_task("send", total=args.count)
         next_seq: dict[str, int] = {}
+        started = time.monotonic()
         for index in range(args.count):
+            if args.rate > 0:                       # pace: message i goes out no sooner than i / rate seconds in
+                ahead = started + index / args.rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
             order_id = f"order-{run_id}-{index % args.keys}"
             seq = next_seq.get(order_id, 0)
             next_seq[order_id] = seq + 1
             message = Message(args.topic, b"step %d of %s" % (seq, order_id.encode()), tags="step", keys=order_id,
                               properties={"run": run_id, "seq": str(seq)})
             producer.send(message, sharding_key=order_id)
+            progress.advance(task)
     print(f"sent {args.count} messages for {len(next_seq)} orders to {args.topic}")
 
     checker = OrderChecker(run_id, args.count)

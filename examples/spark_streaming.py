@@ -11,7 +11,8 @@ The script sends ``--count`` JSON order events, then runs one streaming query:
 console) with ``trigger(availableNow=True)``: the query drains what is in the topic now, in
 micro-batches of at most ``maxMessagesPerTrigger`` offsets, then stops by itself. With Parquet it
 reads the result back and prints ``spark wrote N rows`` and the amount per order state.
-Output and checkpoint go to ``--output/<run id>/`` (a checkpoint belongs to one query).
+Output and checkpoint go to ``--output/<run id>/`` (a checkpoint belongs to one query); by default
+``--output`` is ``rocketflow-spark-example`` in the system's temporary directory, not the current one.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import argparse
 import json
 import os
 import sys
+import tempfile
 import uuid
 from pathlib import Path
 
@@ -51,7 +53,8 @@ def main() -> int:
     parser.add_argument("--topic", default="ExampleSpark")
     parser.add_argument("--count", type=int, default=200, help="order events to send")
     parser.add_argument("--sink", choices=("parquet", "console"), default="parquet")
-    parser.add_argument("--output", default="rocketflow-spark-example", help="directory for Parquet + checkpoint")
+    parser.add_argument("--output", default=str(Path(tempfile.gettempdir()) / "rocketflow-spark-example"),
+                        help="directory for Parquet + checkpoint [default: %(default)s]")
     parser.add_argument("--max-per-trigger", type=int, default=100, help="maxMessagesPerTrigger")
     args = parser.parse_args()
     if args.count < 1:

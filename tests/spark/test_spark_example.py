@@ -21,11 +21,16 @@ PER_TRIGGER = 25
 
 
 def test_spark_example_streams_the_topic_into_parquet(cluster: DevCluster, tmp_path: Path) -> None:
-    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
+    # no --output: the default is under the temporary directory, and nothing is left where it runs
+    temp_dir, work_dir = tmp_path / "tmp", tmp_path / "work"
+    temp_dir.mkdir()
+    work_dir.mkdir()
+    env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable,
+           "TMPDIR": str(temp_dir)}
     completed = subprocess.run(
         [sys.executable, str(EXAMPLE), "--namesrv", cluster.namesrv_addr, "--topic", "ExampleSparkTest",
-         "--count", str(COUNT), "--max-per-trigger", str(PER_TRIGGER), "--output", str(tmp_path)],
-        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=240, check=False)
+         "--count", str(COUNT), "--max-per-trigger", str(PER_TRIGGER)],
+        capture_output=True, text=True, env=env, cwd=work_dir, timeout=240, check=False)
     report = f"stdout:\n{completed.stdout[-4000:]}\nstderr:\n{completed.stderr[-4000:]}"
     assert completed.returncode == 0, report
     out = completed.stdout
@@ -38,7 +43,9 @@ def test_spark_example_streams_the_topic_into_parquet(cluster: DevCluster, tmp_p
 
     # what the Parquet holds: every event once, parsed from its JSON body
     events_dir = Path(written.group(2))
-    rows = pq.read_table(events_dir if events_dir.is_absolute() else tmp_path / events_dir).to_pylist()
+    assert events_dir.is_relative_to(temp_dir / "rocketflow-spark-example"), events_dir
+    assert not any(work_dir.iterdir()), list(work_dir.iterdir())
+    rows = pq.read_table(events_dir).to_pylist()
     assert len(rows) == COUNT
     assert len({(row["queue_id"], row["queue_offset"]) for row in rows}) == COUNT
     assert Counter(row["state"] for row in rows) == {"create": 20, "pay": 20, "ship": 20}

@@ -22,6 +22,7 @@ from typing import Any, Final, TypeVar
 
 import click
 from click.core import ParameterSource
+from rich import box
 from rich.console import Console
 from rich.live import Live
 from rich.table import Table
@@ -523,15 +524,39 @@ def _progress_json(progress: ConsumerProgress) -> dict[str, Any]:
     }
 
 
-def _progress_table(progress: ConsumerProgress) -> Table:
-    table = _table(f"Progress of {progress.group}", "Topic", "Broker", "Queue", "Broker offset", "Consumer offset",
-                   "Lag", "Client", "Last consumed (store time)")
+#: Below this console width tables take a compact layout (an 80-column terminal fits a row on one line).
+COMPACT_WIDTH: Final = 110
+
+
+def _progress_table(progress: ConsumerProgress, width: int | None = None) -> Table:
+    width = _console().width if width is None else width
+    caption = (f"total: broker offset {progress.broker_offset_total}, consumer offset "
+               f"{progress.consumer_offset_total}, lag {progress.total_lag}; consume TPS {progress.consume_tps:.2f}")
+    if width >= COMPACT_WIDTH:
+        table = _table(f"Progress of {progress.group}", "Topic", "Broker", "Queue", "Broker offset",
+                       "Consumer offset", "Lag", "Client", "Last consumed (store time)")
+        for row in progress.queues:
+            table.add_row(row.topic, row.broker_name, str(row.queue_id), str(row.broker_offset),
+                          str(row.consumer_offset), str(row.lag), row.client_id, format_timestamp(row.last_timestamp))
+        table.caption = caption
+        return table
+    # compact: one queue label, short headers, light borders, the client's instance name and the time of day
+    topics = {row.topic for row in progress.queues}
+    brokers = {row.broker_name for row in progress.queues}
+    title = f"Progress of {progress.group}" + (f" on {next(iter(topics))}" if len(topics) == 1 else "")
+    table = Table(title=title, box=box.SIMPLE_HEAD, caption=caption)
+    table.add_column("Queue", overflow="fold")
+    for header in ("Broker", "Consumer", "Lag"):
+        table.add_column(header, justify="right", no_wrap=True)
+    table.add_column("Client", overflow="ellipsis", no_wrap=True, max_width=24)
+    table.add_column("Last", no_wrap=True)
     for row in progress.queues:
-        table.add_row(row.topic, row.broker_name, str(row.queue_id), str(row.broker_offset), str(row.consumer_offset),
-                      str(row.lag), row.client_id, format_timestamp(row.last_timestamp))
-    table.caption = (f"total: broker offset {progress.broker_offset_total}, consumer offset "
-                     f"{progress.consumer_offset_total}, lag {progress.total_lag}; "
-                     f"consume TPS {progress.consume_tps:.2f}")
+        label = str(row.queue_id) if len(brokers) == 1 else f"{row.broker_name}:{row.queue_id}"
+        if len(topics) > 1:
+            label = f"{row.topic}:{label}"
+        client = row.client_id.partition("@")[2] or row.client_id
+        last = format_timestamp(row.last_timestamp)[11:19]
+        table.add_row(label, str(row.broker_offset), str(row.consumer_offset), str(row.lag), client, last)
     return table
 
 

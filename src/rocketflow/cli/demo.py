@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import random
 import threading
 import time
@@ -32,6 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
+from rich import box
 from rich.console import Console
 from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
@@ -687,16 +689,33 @@ def _write_outputs(console: Console, result: DemoResult, samples: list[Sample], 
     result.files["timeline"] = str(result.output / "timeline.json")
 
 
+#: Per-queue lag panels drawn at most (a topic with more queues shows its first ones).
+MAX_QUEUE_PANELS: Final = 8
+
+
 def write_plot(samples: Sequence[Sample], lag_samples: Sequence[LagSample], path: Path, title: str, *,
-               started_wall: float) -> None:
+               started_wall: float, cores: int | None = None) -> None:
     """Throughput (messages/s) and lag (messages) over the run, as a PNG (``started_wall``: the
-    producer's start, epoch seconds, to place the lag samples)."""
+    producer's start, epoch seconds, to place the lag samples).
+
+    Three rows: rates; total lag of the orderly consumer and of Spark; Spark's lag per queue, one small
+    panel a queue on a shared scale (lines of equal queues would hide one another). Legends sit beside
+    the axes, never over the data; a note says why the producer slows once Spark runs.
+    """
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, (rate_axes, lag_axes) = plt.subplots(2, 1, figsize=(10, 7), sharex=True)
+    by_queue: dict[tuple[str, int], list[LagSample]] = {}
+    for lag in lag_samples:
+        by_queue.setdefault((lag.broker, lag.queue_id), []).append(lag)
+    queues = sorted(by_queue)[:MAX_QUEUE_PANELS]
+    figure = plt.figure(figsize=(12, 9 if queues else 7))
+    grid = figure.add_gridspec(3 if queues else 2, max(len(queues), 1), height_ratios=[3, 2, 1.6][:3 if queues else 2],
+                               hspace=0.45, wspace=0.12)
+    rate_axes = figure.add_subplot(grid[0, :])
+    lag_axes = figure.add_subplot(grid[1, :], sharex=rate_axes)
     times = [sample.at for sample in samples]
 
     def rates(values: list[int], window: int) -> list[float]:
@@ -707,56 +726,84 @@ def write_plot(samples: Sequence[Sample], lag_samples: Sequence[LagSample], path
             out.append((values[index] - values[low]) / span if span > 0 else 0.0)
         return out
 
+    outside = {"loc": "upper left", "bbox_to_anchor": (1.01, 1.0), "borderaxespad": 0.0, "fontsize": "small"}
     # Spark's rows arrive a micro-batch at a time: its rate is averaged over a longer window
     series: list[tuple[str, list[int], int, dict[str, Any]]] = [
         ("producer (sent)", [s.sent for s in samples], 2, {"linewidth": 3.5, "alpha": 0.45}),
         ("orderly consumer", [s.consumed for s in samples], 2, {"linewidth": 1.5}),
     ]
     if lag_samples:
-        series.append(("Spark (rows, 5 s average)", [s.spark_rows for s in samples], 5, {"linewidth": 1.5}))
+        series.append(("Spark (rows,\n5 s average)", [s.spark_rows for s in samples], 5, {"linewidth": 1.5}))
     for label, values, window, style in series:
         rate_axes.plot(times, rates(values, window), label=label, **style)
     rate_axes.set_ylabel("messages / s")
+    rate_axes.tick_params(labelbottom=False)
     rate_axes.set_title(title)
     rate_axes.grid(alpha=0.3)
-    rate_axes.legend(loc="upper right")
+    rate_axes.legend(**outside)
+    if lag_samples:
+        cores = cores or os.cpu_count() or 1
+        plural = "s" if cores != 1 else ""
+        rate_axes.text(0.0, -0.04, f"The producer, the orderly consumer, the broker and Spark share this machine's "
+                       f"{cores} core{plural}: the producer's rate falls while Spark's micro-batches run.",
+                       transform=rate_axes.transAxes, fontsize="small", style="italic", va="top")
 
-    lag_axes.plot(times, [max(0, s.stored - s.consumed) for s in samples], label="orderly consumer (total)",
+    lag_axes.plot(times, [max(0, s.stored - s.consumed) for s in samples], label="orderly consumer",
                   linewidth=1.8, color="tab:orange")
     if lag_samples:
-        lag_axes.plot(times, [max(0, s.stored - s.spark_end) for s in samples], label="Spark (total)",
+        lag_axes.plot(times, [max(0, s.stored - s.spark_end) for s in samples], label="Spark",
                       linewidth=1.8, color="tab:green")
-        by_queue: dict[tuple[str, int], list[LagSample]] = {}
-        for lag in lag_samples:
-            by_queue.setdefault((lag.broker, lag.queue_id), []).append(lag)
-        for (broker, queue_id), points in sorted(by_queue.items()):
-            lag_axes.plot([point.at - started_wall for point in points], [point.lag for point in points],
-                          linewidth=0.8, linestyle="--", marker=".",
-                          label=f"Spark {broker}:{queue_id} (after each batch)")
-    lag_axes.set_ylabel("lag (messages)")
+    lag_axes.set_ylabel("total lag (messages)")
     lag_axes.set_xlabel("seconds since the producer started")
     lag_axes.grid(alpha=0.3)
-    lag_axes.legend(loc="upper right", fontsize="small", ncol=2)
-    figure.tight_layout()
-    figure.savefig(path, dpi=110)
+    lag_axes.legend(**outside)
+
+    if queues:
+        colors = plt.get_cmap("tab10")
+        first_axes = None
+        for index, (broker, queue_id) in enumerate(queues):
+            axes = figure.add_subplot(grid[2, index], sharey=first_axes, sharex=first_axes)
+            first_axes = first_axes or axes
+            points = by_queue[(broker, queue_id)]
+            axes.plot([point.at - started_wall for point in points], [point.lag for point in points],
+                      linewidth=1.0, marker=".", markersize=3, color=colors(index % 10))
+            axes.set_title(f"{broker}:{queue_id}", fontsize="small")
+            axes.tick_params(labelsize="x-small")
+            axes.grid(alpha=0.3)
+            if index == 0:
+                axes.set_ylabel("Spark lag\nper queue", fontsize="small")
+            else:
+                axes.tick_params(labelleft=False)
+        more = len(by_queue) - len(queues)
+        note = f" (first {len(queues)} of {len(by_queue)} queues)" if more > 0 else ""
+        figure.text(0.5, 0.05, f"Spark's lag per queue after each micro-batch, seconds since the producer "
+                    f"started{note}", ha="center", fontsize="small")
+    figure.savefig(path, dpi=110, bbox_inches="tight")
     plt.close(figure)
 
 
-def _print_summary(console: Console, result: DemoResult, pipeline: SparkPipeline | None) -> None:
+#: Below this console width the summary tables take a compact layout (an 80-column terminal fits).
+COMPACT_WIDTH: Final = 100
+
+
+def summary_table(result: DemoResult, width: int) -> Table:
+    """The run's figures by stage; measures wrap rather than being cut on a narrow console."""
     def rate(value: float) -> str:
         return f"{value:,.0f} msg/s"
 
     def count(value: int | None) -> str:
         return "-" if value is None else f"{value:,}"
 
-    table = Table(title=f"rocketflow demo: {result.orders:,} orders on {result.topic} in {result.seconds:.1f} s")
-    table.add_column("stage")
-    table.add_column("measure")
-    table.add_column("value", justify="right")
+    compact = width < COMPACT_WIDTH
+    table = Table(title=f"rocketflow demo: {result.orders:,} orders on {result.topic} in {result.seconds:.1f} s",
+                  box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD)
+    table.add_column("stage", overflow="fold")
+    table.add_column("measure", overflow="fold")
+    table.add_column("value", justify="right", no_wrap=True)
     table.add_row("producer", "messages sent / expected", f"{result.sent:,} / {result.expected_messages:,}")
     table.add_row("", "send failures", count(result.send_failures))
     table.add_row("", "throughput", rate(result.producer_rate))
-    table.add_row("orderly consumer", "messages consumed", count(result.consumed))
+    table.add_row("orderly consumer" if not compact else "consumer", "messages consumed", count(result.consumed))
     table.add_row("", "state machine violations", count(result.violations))
     table.add_row("", "duplicates", count(result.duplicates))
     table.add_row("", "orders not in their planned final state", count(result.wrong_final_states))
@@ -774,17 +821,33 @@ def _print_summary(console: Console, result: DemoResult, pipeline: SparkPipeline
         if result.spark_group_lag != result.spark_group_lag_from_source:
             table.add_row("", "group lag at the broker (after a final commit)", count(result.spark_group_lag))
         table.add_row("", "throughput (rows / time in batches)", rate(result.spark_rate))
-    console.print(table)
+    return table
+
+
+#: The per-minute table's state columns: (key, header, compact header).
+_STATE_HEADERS: Final = (("created", "created", "new"), ("paid", "paid", "paid"), ("shipped", "shipped", "ship"),
+                         ("completed", "completed", "done"), ("cancelled", "cancelled", "cancel"))
+
+
+def per_minute_table(minutes: list[dict[str, Any]], width: int, limit: int = 10) -> Table:
+    """Spark's orders per minute; on a narrow console short headers and light borders, nothing cut."""
+    compact = width < COMPACT_WIDTH
+    table = Table(title="Spark: orders per minute (event time)", box=box.SIMPLE_HEAD if compact else box.HEAVY_HEAD,
+                  caption="new, ship, done: created, shipped, completed" if compact else None)
+    headers = ["UTC" if compact else "minute (UTC)", "events", "revenue",
+               *(short if compact else long for _key, long, short in _STATE_HEADERS)]
+    for header in headers:
+        table.add_column(header, justify="right", no_wrap=True)
+    for row in minutes[:limit]:
+        table.add_row(row["minute"].strftime("%H:%M"), f"{row['events']:,}", f"{row['revenue']:,}",
+                      *(f"{row[key]:,}" for key, _long, _short in _STATE_HEADERS))
+    return table
+
+
+def _print_summary(console: Console, result: DemoResult, pipeline: SparkPipeline | None) -> None:
+    console.print(summary_table(result, console.width))
     if pipeline is not None:
-        minutes = pipeline.per_minute()
-        per_minute = Table(title="Spark: orders per minute (event time)")
-        for column in ("minute (UTC)", "events", "revenue", "created", "paid", "shipped", "completed", "cancelled"):
-            per_minute.add_column(column, justify="right")
-        for row in minutes[:10]:
-            per_minute.add_row(row["minute"].strftime("%H:%M"), f"{row['events']:,}", f"{row['revenue']:,}",
-                               *(f"{row[name]:,}" for name in ("created", "paid", "shipped", "completed",
-                                                                "cancelled")))
-        console.print(per_minute)
+        console.print(per_minute_table(pipeline.per_minute(), console.width))
     for name, path in result.files.items():
         console.print(f"{name:>18}: {path}")
     if result.ok:
