@@ -77,8 +77,6 @@ def main() -> int:
     try:
         from pyspark.sql import SparkSession
         from pyspark.sql import functions as F
-
-        from rocketflow.spark import register
     except ImportError as exc:
         print(f"this example needs the spark extra (pip install 'rocketflow[spark]'): {exc}", file=sys.stderr)
         return 1
@@ -92,7 +90,8 @@ def main() -> int:
              .config("spark.ui.showConsoleProgress", "false")
              .getOrCreate())
     spark.sparkContext.setLogLevel("ERROR")
-    register(spark)                                          # the "rocketmq" format
+    # format("rocketmq") needs no registration: PySpark finds it through the installed pyspark_rocketflow
+    # module (rocketflow.spark.register(spark) does it by hand, e.g. where rocketflow is not pip-installed)
 
     run_dir = Path(args.output) / uuid.uuid4().hex[:12]
     try:
