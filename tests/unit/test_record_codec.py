@@ -33,6 +33,7 @@ from rocketflow.protocol.codec import (
     encode_batch_body,
     encode_record,
     encode_record_fields,
+    has_zlib_header,
     pack_host,
     peek_record,
     record_size,
@@ -657,6 +658,21 @@ def test_bytes_that_cannot_be_split_into_records_still_raise() -> None:
     for data in (record + record[:50], record + b"\x00" * 8 + record, record[:-1]):
         with pytest.raises(RecordDecodeError):
             decode_records(data, undecodable=[])
+
+
+def test_the_zlib_header_check_takes_every_zlib_stream_and_refuses_what_cannot_be_one() -> None:
+    for level in range(-1, 10):
+        for body in (b"", b"x" * 5000, bytes(range(256))):
+            assert has_zlib_header(zlib.compress(body, level))
+    for wbits in range(9, 16):
+        assert has_zlib_header(zlib.compressobj(6, zlib.DEFLATED, wbits).compress(b"abc") + b"\x00" * 8)
+    deflated = zlib.compress(b"payload")
+    assert not has_zlib_header(deflated[:7])                          # shorter than any complete stream
+    assert not has_zlib_header(b"this was never deflated")
+    assert not has_zlib_header(zlib.compressobj(6, zlib.DEFLATED, -15).compress(b"abc" * 9) + b"\x00" * 8)  # raw
+    assert not has_zlib_header(zlib.compressobj(6, zlib.DEFLATED, 31).compress(b"abc") + b"\x00" * 8)  # gzip
+    assert not has_zlib_header(b"\x78\x20" + deflated[2:])         # asks for a preset dictionary
+    assert not has_zlib_header(b"\x78\x9d" + deflated[2:])         # bad check value
 
 
 def test_record_decode_error_is_a_protocol_error() -> None:

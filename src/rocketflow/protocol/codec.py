@@ -615,6 +615,20 @@ def compress_body(body: bytes | bytearray | memoryview, level: int = DEFAULT_COM
     return zlib.compress(body, level)
 
 
+#: The shortest complete zlib stream: 2 header bytes, an empty final deflate block, the Adler-32.
+MIN_ZLIB_BYTES: Final = 8
+
+
+def has_zlib_header(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` can be a zlib stream (RFC 1950) as Java's ``Inflater`` reads it, by its first two
+    bytes and its length only: deflate method, a window of at most 32 KiB, a valid check value, no preset
+    dictionary. Cheap proof that a body flagged COMPRESSED is not; not that it inflates."""
+    if len(data) < MIN_ZLIB_BYTES:
+        return False
+    cmf, flg = data[0], data[1]
+    return cmf & 0x0F == 8 and cmf >> 4 <= 7 and ((cmf << 8) | flg) % 31 == 0 and not flg & 0x20
+
+
 def decompress_body(data: bytes | bytearray | memoryview, max_size: int | None = None) -> bytes:
     """Inflate a zlib body.
 
@@ -736,6 +750,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_PROPERTIES_BYTES",
     "MAX_TOPIC_BYTES",
+    "MIN_ZLIB_BYTES",
     "QUEUE_ID_POSITION",
     "QUEUE_OFFSET_POSITION",
     "RECORD_FIXED_SIZE_V4",
@@ -754,6 +769,7 @@ __all__ = [
     "encode_batch_body",
     "encode_record",
     "encode_record_fields",
+    "has_zlib_header",
     "pack_host",
     "peek_record",
     "record_size",
