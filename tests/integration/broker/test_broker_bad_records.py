@@ -97,6 +97,10 @@ def test_sends_the_broker_can_prove_malformed_are_refused_and_it_keeps_serving()
             await expect(single(b"q", queue_id=-5), ResponseCode.SYSTEM_ERROR, "queueId[-5] is illegal")
             await expect(single(b"q", queue_id=4), ResponseCode.SYSTEM_ERROR, "queueId[4] is illegal")
             await expect(single(b"q", queue_id=-(1 << 31)), ResponseCode.SYSTEM_ERROR, "is illegal")
+        # a consumer's reply (stored in its topic, pushed to the requester) is held to the same rule
+        reply = send_request(TOPIC, b"never deflated", message_properties(), sys_flag=1,
+                             code=RequestCode.SEND_REPLY_MESSAGE_V2)
+        await expect(reply, illegal, "zlib")
         # (a single send's properties come in the header, valid text by the time the frame is decoded)
         # batches: properties that are not UTF-8 (elements of one size and of several), unknown bits,
         # bodies flagged compressed that are not zlib
