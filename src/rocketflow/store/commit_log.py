@@ -938,8 +938,9 @@ class CommitLog:
             return None
         all_props: tuple[bytes, ...] = values[7::8]
         bodies: tuple[bytes, ...] = values[5::8]
-        # the messages' own properties in one piece, to check and to look for names in (bodies cannot fake one)
-        joined_props = b"".join(all_props)
+        # the messages' own properties in one piece, to check and to look for names in (bodies cannot fake one);
+        # joined by 0x02, so that no two halves of a character across messages pass for one
+        joined_props = b"\x02".join(all_props)
         if not joined_props.isascii() and not _is_utf8(joined_props):
             return None  # the loop names the message
         if sys_flag & _COMPRESSED and not all(map(has_zlib_header, bodies)):

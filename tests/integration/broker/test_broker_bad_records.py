@@ -26,8 +26,8 @@ DEFLATED = zlib.compress(b"a real body " * 20)
 def batch_body(props: list[bytes], bodies: list[bytes] | None = None) -> bytes:
     """A SEND_BATCH_MESSAGE body whose elements carry these raw properties bytes (UTF-8 or not)."""
     bodies = bodies or [b"b%d" % index for index in range(len(props))]
-    placeholders = [Message(TOPIC, body, properties={"P": "x" * len(raw)}) for body, raw in zip(bodies, props,
-                                                                                                 strict=True)]
+    placeholders = [Message(TOPIC, body, properties={"P": "x" * (len(raw) - 2)})
+                    for body, raw in zip(bodies, props, strict=True)]
     encoded = bytearray(encode_batch_body(placeholders))
     pos = 0
     for raw in props:
@@ -108,6 +108,8 @@ def test_sends_the_broker_can_prove_malformed_are_refused_and_it_keeps_serving()
                      "batch message 1", "UTF-8")
         await expect(batch(batch_body([b"KEYS\x01ok", b"KEYS\x01caf\xe9", b"KEYS\x01longer one"])), illegal,
                      "batch message 1", "UTF-8")
+        # two halves of one character, one in each message: neither message's properties are UTF-8
+        await expect(batch(batch_body([b"KEYS\x01a\xc3", b"\xa9EYS\x01bc"])), illegal, "batch message 0", "UTF-8")
         await expect(batch(batch_body([b"KEYS\x01b1"]), 0x80), illegal, "sysFlag")
         await expect(batch(batch_body([b"KEYS\x01b1", b"KEYS\x01b2"], [DEFLATED, b"plain"]), 1), illegal,
                      "batch message 1", "zlib")
