@@ -82,11 +82,16 @@ class UndecodableHandler:
     async def _handle(self, mq: MessageQueue, pq: ProcessQueue, records: list[UndecodableRecord]) -> None:
         consumer = self.consumer
         group = consumer.group
-        for record in records:
+        for index, record in enumerate(records):
             msg = record.message
+            if pq.dropped:
+                # the queue went to another consumer (or was reset): it starts at an offset before this record
+                logger.info("%s: %s was dropped; %d undecodable records of it are left to whoever takes it next",
+                            group, mq, len(records) - index)
+                return
             where = f"the record at offset {msg.queue_offset} of {mq}"
             sent = False
-            if consumer.message_model is MessageModel.CLUSTERING and not pq.dropped:
+            if consumer.message_model is MessageModel.CLUSTERING:
                 sent = await self._send_to_dead_letter_queue(mq, record)
             consumer.consumer_stats.inc_undecodable(group, mq.topic, dead_lettered=sent)
             if sent:
