@@ -155,9 +155,10 @@ def test_a_concurrent_push_consumer_dead_letters_undecodable_records_and_consume
     assert (totals.undecodable_dead_lettered, totals.undecodable_skipped) == (2, 0)
 
 
+@pytest.mark.parametrize("mode", ["orderly", "key_ordered"])
 def test_an_orderly_push_consumer_keeps_the_order_around_undecodable_records(
-        cluster: DevCluster, producer: Producer, consumers: list[PushConsumer]) -> None:
-    topic, group = "UndecodableOrderlyT", "cg_undecodable_orderly"
+        cluster: DevCluster, producer: Producer, consumers: list[PushConsumer], mode: str) -> None:
+    topic, group = f"Undecodable_{mode}_T", f"cg_undecodable_{mode}"
     keys, bad = fill(cluster, producer, topic)
     recorder = Recorder()
 
@@ -165,9 +166,12 @@ def test_an_orderly_push_consumer_keeps_the_order_around_undecodable_records(
         recorder.record(msgs, context.message_queue)
         return ConsumeOrderlyStatus.SUCCESS
 
-    consumer = new_consumer(cluster, group, "undecodable-orderly", consume_from=FIRST)
+    consumer = new_consumer(cluster, group, f"undecodable-{mode}", consume_from=FIRST)
     consumer.subscribe(topic)
-    consumer.register_orderly_listener(listener)
+    if mode == "orderly":
+        consumer.register_orderly_listener(listener)
+    else:  # one key for all: the whole queue in order
+        consumer.register_key_ordered_listener(listener, key=lambda msg: "one")
     consumer.start()
     consumers.append(consumer)
     recorder.wait_for(len(keys), timeout=15)
