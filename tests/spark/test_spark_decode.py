@@ -12,7 +12,12 @@ from hypothesis import strategies as st  # noqa: E402
 from rocketflow.protocol.codec import MAGIC_CODE, RecordDecodeError, compress_body, encode_record  # noqa: E402
 from rocketflow.protocol.message import MessageExt, MessageQueue  # noqa: E402
 from rocketflow.protocol.sysflag import MessageSysFlag  # noqa: E402
-from rocketflow.spark.columns import ARROW_SCHEMA, messages_to_batch, records_to_batch  # noqa: E402
+from rocketflow.spark.columns import (  # noqa: E402
+    ARROW_SCHEMA,
+    UndecodableRecordError,
+    messages_to_batch,
+    records_to_batch,
+)
 from rocketflow.spark.connection import SourceError  # noqa: E402
 from rocketflow.spark.options import ReaderOptions, WriterOptions, offsets_from_json, offsets_to_json  # noqa: E402
 from rocketflow.spark.source import cap_by_backlog  # noqa: E402
@@ -122,6 +127,26 @@ def test_garbage_raises_a_decode_error() -> None:
     uniform[2][4] ^= 0xFF
     with pytest.raises(RecordDecodeError):
         records_to_batch(b"".join(uniform), "TopicX", "broker-a")
+
+
+def test_an_undecodable_record_is_a_row_with_its_stored_body_and_the_reason() -> None:
+    """A COMPRESSED body that is not zlib (slow path) and properties that are not UTF-8 (found by the fast
+    path's check): rows in offset order among the others, or an error with fail_on_bad_records."""
+    not_zlib = _record(1, b"never deflated", {"UNIQ_KEY": "Z", "TAGS": "T"}, sys_flag=int(MessageSysFlag.COMPRESSED))
+    latin = bytearray(_record(3, b"latin", {"KEYS": "café"}))
+    latin[latin.index("é".encode())] = 0xE9
+    for bad, body, reason in ((not_zlib, b"never deflated", "zlib"), (bytes(latin), b"latin", "UTF-8")):
+        data = _record(0, b"a", {"UNIQ_KEY": "A"}) + bad + _record(5, b"b", {"UNIQ_KEY": "B"})
+        rows = records_to_batch(data, "TopicX", "broker-a").to_pylist()
+        assert [row["body"] for row in rows] == [b"a", body, b"b"]
+        assert [row["decode_error"] is None for row in rows] == [True, False, True]
+        assert reason in rows[1]["decode_error"] and rows[1]["topic"] == "TopicX"
+        with pytest.raises(UndecodableRecordError, match=f"offset 10[13] cannot be decoded.*{reason}"):
+            records_to_batch(data, "TopicX", "broker-a", fail_on_bad_records=True)
+    assert records_to_batch(_record(0, b"a", {}), "TopicX", "broker-a").column(12).null_count == 1
+    options = ReaderOptions.parse({"namesrv": "h:1", "topic": "T", "failOnBadRecords": "true"}, streaming=False)
+    assert options.fail_on_bad_records and not ReaderOptions.parse({"namesrv": "h:1", "topic": "T"},
+                                                                    streaming=False).fail_on_bad_records
 
 
 def test_offsets_json_round_trip_and_order() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 import uuid
@@ -13,7 +14,7 @@ from typing import Any
 import pytest
 from pyspark.errors import PythonException, StreamingQueryException
 from pyspark.sql import SparkSession
-from spark_helpers import send_messages
+from spark_helpers import queued_total, send_messages
 
 from rocketflow.broker import DevCluster
 from rocketflow.client import Producer
@@ -21,6 +22,7 @@ from rocketflow.protocol.bodies import TopicConfig
 from rocketflow.protocol.message import Message, MessageQueue
 from rocketflow.spark.connection import get_connection
 from rocketflow.spark.progress import track_group_progress
+from rocketflow.store.commit_log import PutMessageRequest
 
 
 def _reader(spark: SparkSession, cluster: DevCluster, topic: str, **options: str) -> Any:
@@ -77,7 +79,7 @@ def test_batch_read_equals_what_was_sent(spark: SparkSession, cluster: DevCluste
     assert schema == {"topic": "string", "broker": "string", "queue_id": "int", "queue_offset": "bigint",
                       "msg_id": "string", "keys": "string", "tags": "string", "body": "binary",
                       "born_timestamp": "timestamp", "store_timestamp": "timestamp",
-                      "properties": "map<string,string>", "reconsume_times": "int"}
+                      "properties": "map<string,string>", "reconsume_times": "int", "decode_error": "string"}
 
 
 def test_batch_read_of_a_bounded_range_and_split_partitions(spark: SparkSession, cluster: DevCluster,
@@ -161,6 +163,33 @@ def test_sub_expression_filters_by_tag(spark: SparkSession, cluster: DevCluster,
     rows, _ = _drain(spark, cluster, topic, tmp_path, startingOffsets="earliest", subExpression="TagB",
                      maxMessagesPerTrigger="20")
     assert sorted(bytes(row.body) for row in rows) == sorted(b"m-%06d" % i for i in range(90) if i % 3 == 1)
+
+
+def test_an_undecodable_record_is_a_row_with_decode_error_or_fails_the_query(
+        spark: SparkSession, cluster: DevCluster, producer: Producer, new_topic: Callable[..., str]) -> None:
+    """A record stored flagged COMPRESSED whose body is not zlib (refused by today's broker, but a store may
+    hold one): by default a row with its stored body and the reason, the records around it read as usual."""
+    topic = new_topic(1)
+    send_messages(producer, topic, 3)
+    broker, loop = cluster.broker, cluster._loop
+    assert broker is not None and loop is not None
+
+    async def put_bad() -> None:
+        broker.store.put_messages([PutMessageRequest(topic=topic, queue_id=0, body=b"not zlib", sys_flag=1,
+                                                     properties={"KEYS": "bad"}, store_host=broker.store_host)])
+
+    asyncio.run_coroutine_threadsafe(put_bad(), loop).result(10)
+    deadline = time.monotonic() + 10
+    while queued_total(producer, topic) < 4 and time.monotonic() < deadline:
+        time.sleep(0.02)
+    send_messages(producer, topic, 2)
+    rows = sorted(_reader(spark, cluster, topic).collect(), key=lambda row: row.queue_offset)
+    assert [bytes(row.body) for row in rows] == [b"m-000000", b"m-000001", b"m-000002", b"not zlib", b"m-000000",
+                                                 b"m-000001"]
+    assert [row.decode_error is None for row in rows] == [True, True, True, False, True, True]
+    assert "zlib" in rows[3].decode_error and rows[3].keys == "bad" and rows[3].queue_offset == 3
+    with pytest.raises(PythonException, match=r"offset 3 cannot be decoded.*failOnBadRecords=false"):
+        _reader(spark, cluster, topic, failOnBadRecords="true").collect()
 
 
 def test_unknown_topic_fails_with_a_clear_error(spark: SparkSession, cluster: DevCluster) -> None:

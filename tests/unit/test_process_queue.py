@@ -759,3 +759,44 @@ def test_call_when_drained_is_called_from_the_removing_thread_outside_the_lock(p
     remover.start()
     remover.join(5)
     assert seen == [("remover", True)]
+
+
+# -- undecodable records held apart ------------------------------------------------------------------------
+
+
+def test_an_undecodable_record_holds_back_the_concurrent_commit_offset_until_released(pq: ProcessQueue) -> None:
+    pq.put_messages(msgs(10, 11))
+    assert [m.queue_offset for m in pq.hold_undecodable([msg(12, b"bad")])] == [12]
+    pq.put_messages(msgs(13, 14))
+    assert pq.msg_count == 5 and pq.undecodable_count == 1
+    assert pq.remove_messages(msgs(13, 14)) == 10           # consumed after the bad one: stays at 10
+    assert pq.remove_messages(msgs(10, 11)) == 12           # not past the record still being dead-lettered
+    assert pq.release_undecodable([msg(12, b"bad")]) == 15  # nothing left: after the largest offset seen
+    assert pq.msg_count == 0 and pq.msg_size == 0
+    assert pq.release_undecodable([msg(12, b"bad")]) == -1  # released already
+
+
+def test_an_undecodable_record_is_held_once_and_never_taken_by_the_orderly_loop(pq: ProcessQueue) -> None:
+    pq.put_messages(msgs(0, 1))
+    pq.hold_undecodable([msg(2)])
+    assert pq.hold_undecodable([msg(2), msg(1)]) == []      # pulled again, or a message held already
+    pq.put_messages(msgs(3))
+    assert [m.queue_offset for m in pq.take_messages(10)] == [0, 1, 3]
+    assert pq.commit() == 2                                 # 3 is done, but 2 is not yet dead-lettered
+    assert pq.release_undecodable([msg(2)]) == 4
+
+
+def test_releasing_while_orderly_messages_are_being_consumed_stops_at_them(pq: ProcessQueue) -> None:
+    pq.hold_undecodable([msg(5)])
+    pq.put_messages(msgs(6, 7))
+    taken = pq.take_messages(1)
+    assert [m.queue_offset for m in taken] == [6]
+    assert pq.release_undecodable([msg(5)]) == 6            # 6 is being consumed: not done
+    assert pq.commit_below(7) == 7 and pq.commit() == -1
+    assert [m.queue_offset for m in pq.take_messages(1)] == [7] and pq.commit() == 8
+
+
+def test_clear_forgets_undecodable_records(pq: ProcessQueue) -> None:
+    pq.hold_undecodable([msg(3)])
+    pq.clear()
+    assert pq.msg_count == 0 and pq.undecodable_count == 0 and pq.release_undecodable([msg(3)]) == -1

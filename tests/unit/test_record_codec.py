@@ -23,6 +23,7 @@ from rocketflow.protocol.codec import (
     SYS_FLAG_POSITION,
     RecordDecodeError,
     RecordEncodeError,
+    UndecodableRecord,
     body_crc,
     compress_body,
     decode_batch_body,
@@ -32,6 +33,7 @@ from rocketflow.protocol.codec import (
     encode_batch_body,
     encode_record,
     encode_record_fields,
+    has_zlib_header,
     pack_host,
     peek_record,
     record_size,
@@ -599,6 +601,78 @@ def test_decode_records_reports_the_failing_position() -> None:
     record = valid_record()
     with pytest.raises(RecordDecodeError, match=f"position {len(record)}"):
         decode_records(record + record[:50])
+
+
+def test_undecodable_records_are_handed_over_and_the_others_decoded() -> None:
+    """A record whose frame is sound but whose content is not (not zlib, properties or topic not UTF-8,
+    lengths inside it that do not add up) goes to the list; decoding goes on after it."""
+    good = [encode_record(simple_message(queue_offset=offset)) for offset in (0, 2, 4, 6)]
+    not_zlib = encode_record(simple_message(queue_offset=1, sys_flag=0x1, body=b"not zlib",
+                                            properties={"KEYS": "bad1"}))
+    latin = bytearray(encode_record(simple_message(queue_offset=3, properties={"KEYS": "café"})))
+    latin[latin.index("é".encode())] = 0xE9
+    lengths = bytearray(encode_record(simple_message(queue_offset=5, body=b"0123456789")))
+    struct.pack_into(">i", lengths, RECORD_FIXED_SIZE_V4 - 7, 4)  # body length 4 of 10
+    data = b"".join((good[0], not_zlib, good[1], bytes(latin), good[2], bytes(lengths), good[3]))
+    with pytest.raises(RecordDecodeError, match="zlib"):
+        decode_records(data)
+    bad: list[UndecodableRecord] = []
+    messages = decode_records(data, broker_name="broker-b", undecodable=bad)
+    assert [msg.queue_offset for msg in messages] == [0, 2, 4, 6]
+    assert [record.queue_offset for record in bad] == [1, 3, 5]
+    first, second, third = bad
+    assert "zlib" in first.reason and first.message.body == b"not zlib" and first.message.keys == "bad1"
+    assert first.message.sys_flag & 0x1 and first.record == not_zlib and first.message.broker_name == "broker-b"
+    assert first.message.msg_id == create_offset_msg_id("127.0.0.1", 10911, 4096)
+    assert "UTF-8" in second.reason and second.message.properties == {} and second.message.topic == "TopicTest"
+    assert not second.reason.startswith("record at position")
+    assert third.message.body == bytes(lengths) and third.message.store_size == len(lengths)
+
+
+@settings(max_examples=200, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(stored_messages(), min_size=1, max_size=4), st.data())
+def test_lenient_decoding_of_damaged_bodies_loses_no_record_it_could_frame(
+        drawn: list[tuple[MessageExt, bytes]], data: st.DataObject) -> None:
+    """Where strict decoding succeeds the lenient one gives the same; where it fails, the lenient one
+    raises only `RecordDecodeError`, or accounts for every byte: decoded and undecodable records tile the body."""
+    body = bytearray(b"".join(encode_record(msg) for msg, _ in drawn))
+    for _ in range(data.draw(st.integers(0, 3))):
+        body[data.draw(st.integers(0, len(body) - 1))] = data.draw(st.integers(0, 255))
+    try:
+        strict: list[MessageExt] | None = decode_records(bytes(body))
+    except RecordDecodeError:
+        strict = None
+    bad: list[UndecodableRecord] = []
+    try:
+        lenient = decode_records(bytes(body), undecodable=bad)
+    except RecordDecodeError:
+        assert strict is None
+        return
+    if strict is not None:
+        assert [_fields(msg) for msg in lenient] == [_fields(msg) for msg in strict] and not bad
+    assert sum(msg.store_size for msg in lenient) + sum(len(record.record) for record in bad) == len(body)
+
+
+def test_bytes_that_cannot_be_split_into_records_still_raise() -> None:
+    record = valid_record()
+    for data in (record + record[:50], record + b"\x00" * 8 + record, record[:-1]):
+        with pytest.raises(RecordDecodeError):
+            decode_records(data, undecodable=[])
+
+
+def test_the_zlib_header_check_takes_every_zlib_stream_and_refuses_what_cannot_be_one() -> None:
+    for level in range(-1, 10):
+        for body in (b"", b"x" * 5000, bytes(range(256))):
+            assert has_zlib_header(zlib.compress(body, level))
+    for wbits in range(9, 16):
+        assert has_zlib_header(zlib.compressobj(6, zlib.DEFLATED, wbits).compress(b"abc") + b"\x00" * 8)
+    deflated = zlib.compress(b"payload")
+    assert not has_zlib_header(deflated[:7])                          # shorter than any complete stream
+    assert not has_zlib_header(b"this was never deflated")
+    assert not has_zlib_header(zlib.compressobj(6, zlib.DEFLATED, -15).compress(b"abc" * 9) + b"\x00" * 8)  # raw
+    assert not has_zlib_header(zlib.compressobj(6, zlib.DEFLATED, 31).compress(b"abc") + b"\x00" * 8)  # gzip
+    assert not has_zlib_header(b"\x78\x20" + deflated[2:])         # asks for a preset dictionary
+    assert not has_zlib_header(b"\x78\x9d" + deflated[2:])         # bad check value
 
 
 def test_record_decode_error_is_a_protocol_error() -> None:

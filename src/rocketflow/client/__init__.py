@@ -52,6 +52,7 @@ from rocketflow.client.transaction_producer import (
     TransactionSendResult,
 )
 from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
+from rocketflow.protocol.codec import UndecodableRecord
 
 __all__ = [
     "MAX_RECONSUME_TIMES_UNLIMITED",
@@ -107,5 +108,6 @@ __all__ = [
     "TransactionListener",
     "TransactionProducer",
     "TransactionSendResult",
+    "UndecodableRecord",
     "create_reply_message",
 ]

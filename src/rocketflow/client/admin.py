@@ -312,6 +312,9 @@ class MessageTail:
             if result.status is PullStatus.FOUND:
                 for msg in process_pull_result(result, mq):
                     self._out.put(msg)
+                for bad in result.undecodable:
+                    logger.warning("tail of %s: the record at offset %d cannot be decoded (%s); skipped", mq,
+                                   bad.queue_offset, bad.reason)
             offset = result.next_begin_offset
 
     def poll(self, timeout: float = 1.0) -> list[MessageExt]:

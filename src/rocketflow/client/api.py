@@ -34,7 +34,7 @@ from rocketflow.protocol.bodies import (
     UnlockBatchRequestBody,
     WireBody,
 )
-from rocketflow.protocol.codec import RecordDecodeError, decode_record, decode_records
+from rocketflow.protocol.codec import RecordDecodeError, UndecodableRecord, decode_record, decode_records
 from rocketflow.protocol.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.properties import InvalidPropertyError, encode_properties
 from rocketflow.protocol.tags import Subscription
@@ -147,7 +147,7 @@ _PULL_STATUS_BY_CODE: Final[dict[int, PullStatus]] = {
 @dataclass(slots=True)
 class PullResult:
     """A raw pull result: ``body`` holds the concatenated records (FOUND only); ``messages`` is
-    filled by `process_pull_result`."""
+    filled by `process_pull_result`, and ``undecodable`` with the records it could not decode."""
 
     status: PullStatus
     next_begin_offset: int
@@ -156,6 +156,7 @@ class PullResult:
     suggest_which_broker_id: int = 0
     body: bytes = b""
     messages: list[MessageExt] = field(default_factory=list)
+    undecodable: list[UndecodableRecord] = field(default_factory=list)
 
 
 def pull_offset_properties(result: PullResult) -> tuple[tuple[str, str], ...]:
@@ -169,20 +170,25 @@ def process_pull_result(result: PullResult, mq: MessageQueue, subscription: Subs
 
     Messages are re-filtered by tag when ``subscription`` names tags (untagged messages are
     dropped), get MIN_OFFSET / MAX_OFFSET properties from the response and ``mq``'s broker name;
-    transactional messages get their UNIQ_KEY as transaction id. Sets and returns ``result.messages``.
-    Raises `MQRemotingError` for a body that is not a sequence of records.
+    transactional messages get their UNIQ_KEY as transaction id. Sets and returns ``result.messages``;
+    records that cannot be decoded go to ``result.undecodable`` (those whose tags are readable and do
+    not match are dropped too). Raises `MQRemotingError` for a body that is not a sequence of records.
     """
     if result.status is not PullStatus.FOUND or not result.body:
         result.messages = []
         return result.messages
+    undecodable: list[UndecodableRecord] = []
     try:
         messages = decode_records(result.body, decompress=decompress, broker_name=mq.broker_name,
-                                  extra_properties=pull_offset_properties(result))
+                                  extra_properties=pull_offset_properties(result), undecodable=undecodable)
     except (RecordDecodeError, ProtocolError) as exc:
         raise MQRemotingError(f"malformed pull body for {mq}: {exc}") from exc
     if subscription is not None and not subscription.is_sub_all:
         messages = [msg for msg in messages if subscription.matches_tags(msg.tags)]
+        undecodable = [bad for bad in undecodable
+                       if bad.message.tags is None or subscription.matches_tags(bad.message.tags)]
     result.messages = messages
+    result.undecodable = undecodable
     return messages
 
 

@@ -118,6 +118,9 @@ def consumer_stats_families(groups: Iterable[tuple[str, ConsumerStats]]) -> Iter
     consumed_ok = CounterMetricFamily(PREFIX + "consume_ok_messages", "Messages consumed OK.", labels=labels)
     consumed_failed = CounterMetricFamily(PREFIX + "consume_failed_messages", "Messages whose consumption failed "
                                           "(to be retried).", labels=labels)
+    undecodable = CounterMetricFamily(PREFIX + "undecodable_messages", "Pulled records that could not be decoded, "
+                                      "by what became of them (dead_lettered or skipped).",
+                                      labels=[*labels, "outcome"])
     for group, stats in groups:
         for topic in stats.topics(group):
             values = [group, topic]
@@ -132,7 +135,11 @@ def consumer_stats_families(groups: Iterable[tuple[str, ConsumerStats]]) -> Iter
             pulls.add_metric(values, totals.pulls)
             consumed_ok.add_metric(values, totals.consume_ok_msgs)
             consumed_failed.add_metric(values, totals.consume_failed_msgs)
-    yield from (pull_rt, pull_tps, consume_rt, ok_tps, failed_tps, pulled, pulls, consumed_ok, consumed_failed)
+            if totals.undecodable_dead_lettered or totals.undecodable_skipped:
+                undecodable.add_metric([*values, "dead_lettered"], totals.undecodable_dead_lettered)
+                undecodable.add_metric([*values, "skipped"], totals.undecodable_skipped)
+    yield from (pull_rt, pull_tps, consume_rt, ok_tps, failed_tps, pulled, pulls, consumed_ok, consumed_failed,
+                undecodable)
 
 
 def queue_families(snapshots: Iterable[ConsumerQueuesSnapshot]) -> Iterator[Metric]:

@@ -18,6 +18,9 @@ Differences from 4.9.3, all deliberate:
   are always adjusted by the bodies actually held, so the counters cannot drift.
 * ``queue_offset_max`` is the largest newly inserted offset (4.9.3: the last one inserted; the same
   unless a pull re-delivers lower offsets).
+* Records the client could not decode are held apart (`hold_undecodable`) while the consumer sends
+  them to the dead-letter queue: no listener sees them, but no offset handed back passes them before
+  `release_undecodable`.
 """
 
 from __future__ import annotations
@@ -423,6 +426,8 @@ class ProcessQueue:
         self._consume_lock = ConsumeLock()
         self._msg_tree_map = OffsetMap()
         self._consuming_map = OffsetMap()
+        #: undecodable records on their way to the dead-letter queue (counted in msg_count and msg_size)
+        self._undecodable = OffsetMap()
         self._msg_count = 0
         self._msg_size = 0
         self._queue_offset_max = 0
@@ -496,6 +501,8 @@ class ProcessQueue:
             self._msg_size -= removed_size
             self._reset_size_if_empty()
             offset = tree.first_offset() if tree else self._queue_offset_max + 1
+            if self._undecodable:
+                offset = min(offset, self._undecodable.first_offset())
             drained = self._pop_drained_callback()
         if drained is not None:
             drained()
@@ -569,9 +576,12 @@ class ProcessQueue:
             self._msg_count -= held
             self._reset_size_if_empty()
             drained = self._pop_drained_callback()
+            commit_offset = last_offset + 1
+            if self._undecodable:
+                commit_offset = min(commit_offset, self._undecodable.first_offset())
         if drained is not None:
             drained()
-        return last_offset + 1
+        return commit_offset
 
     def commit_below(self, offset: int) -> int:
         """Finish the messages being consumed whose offsets are below ``offset``; return the largest + 1.
@@ -590,9 +600,12 @@ class ProcessQueue:
             self._msg_count -= len(below)
             self._reset_size_if_empty()
             drained = self._pop_drained_callback()
+            commit_offset = int(below[-1]) + 1
+            if self._undecodable:
+                commit_offset = min(commit_offset, self._undecodable.first_offset())
         if drained is not None:
             drained()
-        return int(below[-1]) + 1
+        return commit_offset
 
     def rollback(self) -> None:
         """Put every message being consumed back among the pulled ones."""
@@ -613,10 +626,60 @@ class ProcessQueue:
                 self._msg_tree_map.add(msg.queue_offset, msg)
                 self._msg_size += len(msg.body) - len(held.body)
 
+    # -- undecodable records ----------------------------------------------------------------------
+    def hold_undecodable(self, msgs: Iterable[MessageExt]) -> list[MessageExt]:
+        """Hold records that no listener may see (they could not be decoded) until `release_undecodable`.
+
+        Until then no offset this queue hands back passes them. Returns those held now (an offset
+        already held in any map is skipped, so a record pulled twice is sent to the dead-letter queue
+        once).
+        """
+        batch = _as_batch(msgs)
+        held: list[MessageExt] = []
+        with self._lock:
+            aside = self._undecodable
+            for msg in batch:
+                offset = msg.queue_offset
+                if offset in aside or offset in self._msg_tree_map or offset in self._consuming_map:
+                    continue
+                aside.add(offset, msg)
+                held.append(msg)
+                self._msg_count += 1
+                self._msg_size += len(msg.body)
+                if offset > self._queue_offset_max:
+                    self._queue_offset_max = offset
+        return held
+
+    def release_undecodable(self, msgs: Iterable[MessageExt]) -> int:
+        """Stop holding these undecodable records (sent to the dead-letter queue or skipped); return the
+        offset that may now be committed: the smallest offset held in any map, ``queue_offset_max + 1``
+        when none is, -1 when none of ``msgs`` was held."""
+        batch = _as_batch(msgs)
+        with self._lock:
+            aside = self._undecodable
+            removed_count, removed_size = aside.remove(batch)
+            if not removed_count:
+                return -1
+            self._msg_count -= removed_count
+            self._msg_size -= removed_size
+            self._reset_size_if_empty()
+            firsts = [held.first_offset() for held in (self._msg_tree_map, self._consuming_map, aside) if held]
+            offset = min(firsts) if firsts else self._queue_offset_max + 1
+            drained = self._pop_drained_callback()
+        if drained is not None:
+            drained()
+        return offset
+
+    @property
+    def undecodable_count(self) -> int:
+        """Undecodable records held (see `hold_undecodable`)."""
+        with self._lock:
+            return len(self._undecodable)
+
     # -- views ------------------------------------------------------------------------------------
     @property
     def msg_count(self) -> int:
-        """Messages held (pulled plus being consumed)."""
+        """Messages held (pulled plus being consumed, plus undecodable records held apart)."""
         with self._lock:
             return self._msg_count
 
@@ -712,6 +775,7 @@ class ProcessQueue:
         with self._lock:
             self._msg_tree_map.clear()
             self._consuming_map.clear()
+            self._undecodable.clear()
             self._msg_count = 0
             self._msg_size = 0
             self._queue_offset_max = 0

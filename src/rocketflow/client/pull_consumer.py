@@ -35,6 +35,14 @@ Differences from RocketMQ 4.9.3, on purpose:
 * a queue whose pulls find nothing matching the subscription advances its position past the
   skipped messages when nothing of it is cached;
 * no retry-topic subscription (the pull consumer never sends messages back).
+
+A pulled record that cannot be decoded (a COMPRESSED body that is not zlib, properties that are not
+UTF-8: see `rocketflow.protocol.codec.UndecodableRecord`) is not handed out by `poll` and does not
+hold back the records around it: it is logged at ERROR, counted (`undecodable_skipped`) and given,
+as stored, to the listener of `register_undecodable_listener` (called in the polling thread by the
+`poll` that passes it, before it returns). Its offset counts as polled then, like a batch's. The
+pull consumer has no dead-letter queue of its own (it never sends messages back): what to do with
+such records is the application's call.
 """
 
 from __future__ import annotations
@@ -83,6 +91,7 @@ from rocketflow.protocol.bodies import (
     SubscriptionData,
 )
 from rocketflow.protocol.bodies import ProcessQueueInfo as WireProcessQueueInfo
+from rocketflow.protocol.codec import UndecodableRecord
 from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
 from rocketflow.protocol.sysflag import build_pull_sys_flag
@@ -106,6 +115,8 @@ _T = TypeVar("_T")
 
 #: ``listener(topic, all_queues, my_queues)``, plain (run on a listener thread) or ``async def``.
 QueueListener = Callable[[str, set[MessageQueue], set[MessageQueue]], Any]
+#: ``listener(record)``: a pulled record that cannot be decoded (called by `PullConsumer.poll`).
+UndecodableListener = Callable[[UndecodableRecord], Any]
 
 
 class SubscriptionType(Enum):
@@ -219,6 +230,8 @@ class _Batch:
     state: _QueueState
     generation: int
     messages: list[MessageExt]
+    #: records of the same pull that could not be decoded (held apart in the process queue)
+    undecodable: list[UndecodableRecord] = dataclasses.field(default_factory=list)
 
 
 class PullConsumer:
@@ -296,6 +309,8 @@ class PullConsumer:
         self._listener_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         self._flow_control_times = 0
+        self._undecodable_listener: UndecodableListener | None = None
+        self._undecodable_skipped = 0
 
     def __repr__(self) -> str:
         return (f"PullConsumer({self.group!r}, {self.message_model.name}, {self._subscription_type.name}, "
@@ -335,6 +350,37 @@ class PullConsumer:
     def new_process_queue(self) -> ProcessQueue:
         """A process queue for a newly held queue."""
         return ProcessQueue()
+
+    # ------------------------------------------------------------------ undecodable records
+
+    def register_undecodable_listener(self, listener: UndecodableListener | None) -> None:
+        """Call ``listener(record)`` for each pulled record that cannot be decoded, in the thread that
+        polls past it (None: only log them). What it raises is logged; the record counts as polled."""
+        if listener is not None and not callable(listener):
+            raise MQClientError(f"the undecodable listener must be callable, got {listener!r}")
+        self._undecodable_listener = listener
+
+    @property
+    def undecodable_skipped(self) -> int:
+        """Pulled records that could not be decoded and were skipped by `poll` so far."""
+        with self._lock:
+            return self._undecodable_skipped
+
+    def _report_undecodable(self, mq: MessageQueue, records: list[UndecodableRecord]) -> None:
+        """Log, count and hand over the undecodable records a poll passed (outside the lock)."""
+        listener = self._undecodable_listener
+        with self._lock:
+            self._undecodable_skipped += len(records)
+        for record in records:
+            logger.error("%s: the record at offset %d of %s cannot be decoded (%s); skipped", self.group,
+                         record.queue_offset, mq, record.reason)
+            if listener is None:
+                continue
+            try:
+                listener(record)
+            except Exception:
+                logger.exception("%s: the undecodable listener failed on offset %d of %s", self.group,
+                                 record.queue_offset, mq)
 
     def _check_running(self) -> None:
         if self._state is not ServiceState.RUNNING:
@@ -761,9 +807,13 @@ class PullConsumer:
                                self.group, state.next_pull_offset, state.mq, result.min_offset, result.max_offset,
                                result.next_begin_offset)
             state.next_pull_offset = result.next_begin_offset
-            if messages:
+            undecodable = result.undecodable
+            if undecodable:
+                held = {id(msg) for msg in pq.hold_undecodable([record.message for record in undecodable])}
+                undecodable = [record for record in undecodable if id(record.message) in held]
+            if messages or undecodable:
                 pq.put_messages(messages)
-                self._batches.append(_Batch(state, generation, messages))
+                self._batches.append(_Batch(state, generation, messages, undecodable))
                 self._cached_count += len(messages)
                 self._notify_locked()
             elif result.status is not PullStatus.OFFSET_ILLEGAL and pq.msg_count == 0 \
@@ -783,7 +833,7 @@ class PullConsumer:
         with self._cond:
             self._notify_locked()
 
-    def _take_batch_locked(self) -> list[MessageExt] | None:
+    def _take_batch_locked(self) -> _Batch | None:
         batches = self._batches
         chosen: int | None = None
         stale = False
@@ -806,9 +856,13 @@ class PullConsumer:
         self._cached_count -= len(batch.messages)
         state = batch.state
         offset = state.process_queue.remove_messages(batch.messages)
+        if batch.undecodable:
+            released = state.process_queue.release_undecodable([record.message for record in batch.undecodable])
+            if released >= 0:
+                offset = released
         if offset >= 0:
             state.polled_offset = offset
-        return list(batch.messages)
+        return batch
 
     def _before_poll(self) -> float:
         self._check_running()
@@ -827,15 +881,20 @@ class PullConsumer:
         this also commits, every ``auto_commit_interval``, the batches polled before."""
         wait = self.settings.poll_timeout if timeout is None else _check_seconds("timeout", timeout, allow_zero=True)
         deadline = self._before_poll() + wait
-        with self._cond:
-            while True:
-                batch = self._take_batch_locked()
-                if batch is not None:
-                    return batch
-                remaining = deadline - time.monotonic()
-                if remaining <= 0 or self._state is not ServiceState.RUNNING:
-                    return []
-                self._cond.wait(remaining)
+        while True:
+            with self._cond:
+                while True:
+                    batch = self._take_batch_locked()
+                    if batch is not None:
+                        break
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0 or self._state is not ServiceState.RUNNING:
+                        return []
+                    self._cond.wait(remaining)
+            if batch.undecodable:
+                self._report_undecodable(batch.state.mq, batch.undecodable)
+            if batch.messages:
+                return list(batch.messages)
 
     async def poll_async(self, timeout: float | None = None) -> list[MessageExt]:
         """`poll` for asyncio code: waits without blocking the caller's event loop."""
@@ -846,14 +905,19 @@ class PullConsumer:
         while True:
             with self._lock:
                 batch = self._take_batch_locked()
-                if batch is not None:
-                    return batch
-                remaining = deadline - loop.time()
-                if remaining <= 0 or self._state is not ServiceState.RUNNING:
-                    return []
-                future: asyncio.Future[None] = loop.create_future()
-                waiter = (loop, future)
-                self._async_waiters.append(waiter)
+                if batch is None:
+                    remaining = deadline - loop.time()
+                    if remaining <= 0 or self._state is not ServiceState.RUNNING:
+                        return []
+                    future: asyncio.Future[None] = loop.create_future()
+                    waiter = (loop, future)
+                    self._async_waiters.append(waiter)
+            if batch is not None:
+                if batch.undecodable:
+                    self._report_undecodable(batch.state.mq, batch.undecodable)
+                if batch.messages:
+                    return list(batch.messages)
+                continue
             try:
                 with contextlib.suppress(TimeoutError):
                     async with asyncio.timeout(remaining):
@@ -1130,4 +1194,5 @@ __all__ = [
     "PullConsumerSettings",
     "QueueListener",
     "SubscriptionType",
+    "UndecodableListener",
 ]

@@ -37,7 +37,7 @@ from rocketflow.client.process_queue import ProcessQueue
 from rocketflow.client.repeated_log import RepeatedLog
 from rocketflow.client.route import MASTER_ID
 from rocketflow.protocol.bodies import MessageModel, SubscriptionData
-from rocketflow.protocol.codec import RecordDecodeError, decode_records
+from rocketflow.protocol.codec import RecordDecodeError, UndecodableRecord, decode_records
 from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.protocol.names import is_retry_topic
 from rocketflow.protocol.sysflag import build_pull_sys_flag, clear_commit_offset_flag
@@ -150,23 +150,29 @@ class PullAPIWrapper:
         """Decode a FOUND result (RocketMQ's ``processPullResult``) into ``result.messages``.
 
         Messages are re-filtered by tag when the subscription names tags (untagged ones dropped),
-        get MIN_OFFSET / MAX_OFFSET and ``mq``'s broker name. Raises `MQRemotingError` for a body
-        that is not a sequence of records.
+        get MIN_OFFSET / MAX_OFFSET and ``mq``'s broker name. Records that cannot be decoded go to
+        ``result.undecodable`` (the tag re-filter drops those whose tags are readable and do not match);
+        the others are decoded all the same. Raises `MQRemotingError` for a body that is not a
+        sequence of records.
         """
         self.update_pull_from_which_node(mq, result.suggest_which_broker_id)
         if result.status is not PullStatus.FOUND or not result.body:
             result.messages = []
             return result.messages
+        undecodable: list[UndecodableRecord] = []
         try:
             messages = decode_records(result.body, broker_name=mq.broker_name,
-                                      extra_properties=pull_offset_properties(result))
+                                      extra_properties=pull_offset_properties(result), undecodable=undecodable)
         except (RecordDecodeError, ProtocolError) as exc:
             raise MQRemotingError(f"malformed pull body for {mq}: {exc}") from exc
         result.body = b""
         if subscription is not None and subscription.tags_set and not subscription.class_filter_mode:
             tags_set = subscription.tags_set
             messages = [msg for msg in messages if msg.tags is not None and msg.tags in tags_set]
+            if undecodable:
+                undecodable = [bad for bad in undecodable if bad.message.tags is None or bad.message.tags in tags_set]
         result.messages = messages
+        result.undecodable = undecodable
         return messages
 
 
@@ -521,10 +527,14 @@ class PullMessageService:
 
     def _take_messages(self, request: PullRequest, result: PullResult, messages: list[MessageExt],
                        previous_offset: int) -> None:
-        """A FOUND answer's decoded messages into the process queue and on to the consume service."""
+        """A FOUND answer's decoded messages into the process queue and on to the consume service; its
+        undecodable records to the consumer's dead-letter path (held in the process queue first, so no
+        offset committed meanwhile passes them)."""
         consumer = self.consumer
         mq = request.message_queue
         first_offset = None
+        if result.undecodable:
+            consumer.dead_letter_undecodable(mq, request.process_queue, result.undecodable)
         if messages:
             first_offset = messages[0].queue_offset
             pq = request.process_queue

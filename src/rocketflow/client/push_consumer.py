@@ -75,6 +75,7 @@ from rocketflow.client.pull_service import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION,
 from rocketflow.client.rebalance import CONSUME_TIMESTAMP_FORMAT, RebalancePushImpl, parse_consume_timestamp
 from rocketflow.client.stats import ConsumerStats
 from rocketflow.client.trace import ConsumeTraceHook, TraceDispatcher
+from rocketflow.client.undecodable import UndecodableHandler
 from rocketflow.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -85,6 +86,7 @@ from rocketflow.protocol.bodies import (
     SubscriptionData,
 )
 from rocketflow.protocol.bodies import ProcessQueueInfo as WireProcessQueueInfo
+from rocketflow.protocol.codec import UndecodableRecord
 from rocketflow.protocol.message import Message, MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.names import InvalidNameError, retry_topic, validate_group, validate_topic
 
@@ -292,6 +294,7 @@ class PushConsumer:
         self.hooks = ConsumeHooks()
         self._tracer: TraceDispatcher | None = None
         self.consumer_stats = ConsumerStats()
+        self._undecodable = UndecodableHandler(self)
         self.rebalance = RebalancePushImpl(self)
         self._listener: Callable[..., Any] | None = None
         self.consume_orderly = False
@@ -691,6 +694,11 @@ class PushConsumer:
         self._timers.add(handle)
 
     # ------------------------------------------------------------------ sending back
+
+    def dead_letter_undecodable(self, mq: MessageQueue, pq: ProcessQueue, records: list[UndecodableRecord]) -> None:
+        """Pulled records of ``mq`` that cannot be decoded: held in ``pq`` (no offset passes them), sent to
+        ``%DLQ%<group>`` as stored, or skipped; logged and counted (see `rocketflow.client.undecodable`)."""
+        self._undecodable.take(mq, pq, records)
 
     async def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None) -> None:
         """Return a message whose consumption failed (PROTOCOL.md 4.5): CONSUMER_SEND_MSG_BACK to its

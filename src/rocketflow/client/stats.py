@@ -33,6 +33,9 @@ class StatsKind(StrEnum):
     CONSUME_RT = "CONSUME_RT"
     CONSUME_OK_TPS = "CONSUME_OK_TPS"
     CONSUME_FAILED_TPS = "CONSUME_FAILED_TPS"
+    #: rocketflow: pulled records that could not be decoded, sent to the dead-letter queue / skipped
+    UNDECODABLE_DEAD_LETTERED = "UNDECODABLE_DEAD_LETTERED"
+    UNDECODABLE_SKIPPED = "UNDECODABLE_SKIPPED"
 
 
 class _Buckets:
@@ -99,13 +102,16 @@ class _Series:
 @dataclass(frozen=True, slots=True)
 class ConsumeTotals:
     """Counts since the statistics were created, for one group and topic: pulled messages and the pulls
-    that brought them, messages consumed OK / failed, listener calls."""
+    that brought them, messages consumed OK / failed, listener calls, and pulled records that could not
+    be decoded (sent to the dead-letter queue, or skipped when that was not possible)."""
 
     pulled_msgs: int = 0
     pulls: int = 0
     consume_ok_msgs: int = 0
     consume_failed_msgs: int = 0
     consume_calls: int = 0
+    undecodable_dead_lettered: int = 0
+    undecodable_skipped: int = 0
 
 
 class ConsumerStats:
@@ -204,6 +210,11 @@ class ConsumerStats:
     def inc_consume_failed_tps(self, group: str, topic: str, msgs: int) -> None:
         self._add(StatsKind.CONSUME_FAILED_TPS, group, topic, msgs)
 
+    def inc_undecodable(self, group: str, topic: str, *, dead_lettered: bool) -> None:
+        """One pulled record that could not be decoded: sent to the dead-letter queue, or skipped."""
+        self._add(StatsKind.UNDECODABLE_DEAD_LETTERED if dead_lettered else StatsKind.UNDECODABLE_SKIPPED,
+                  group, topic, 1)
+
     def inc_consumed(self, group: str, topic: str, rt_ms: float, ok_msgs: int, failed_msgs: int,
                      calls: int = 1) -> None:
         """``calls`` listener calls that took ``rt_ms`` in all: `inc_consume_rt` (one sample a call),
@@ -252,12 +263,15 @@ class ConsumerStats:
 
             pulled, ok, failed, consumed = (get(StatsKind.PULL_TPS), get(StatsKind.CONSUME_OK_TPS),
                                             get(StatsKind.CONSUME_FAILED_TPS), get(StatsKind.CONSUME_RT))
+            dead_lettered, skipped = get(StatsKind.UNDECODABLE_DEAD_LETTERED), get(StatsKind.UNDECODABLE_SKIPPED)
             return ConsumeTotals(
                 pulled_msgs=int(pulled.total) if pulled else 0,
                 pulls=pulled.total_samples if pulled else 0,
                 consume_ok_msgs=int(ok.total) if ok else 0,
                 consume_failed_msgs=int(failed.total) if failed else 0,
                 consume_calls=consumed.total_samples if consumed else 0,
+                undecodable_dead_lettered=int(dead_lettered.total) if dead_lettered else 0,
+                undecodable_skipped=int(skipped.total) if skipped else 0,
             )
 
     def topics(self, group: str) -> list[str]:

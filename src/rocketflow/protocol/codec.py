@@ -10,6 +10,12 @@ A record, all big-endian::
 Decoding and compression errors always surface as `RecordDecodeError`; values that cannot be
 encoded raise `RecordEncodeError` (a ValueError).
 
+A record whose frame is sound (magic code, a size that fits) but whose content cannot be decoded
+(a COMPRESSED body that is not zlib, properties or topic that are not UTF-8, lengths inside it that
+do not add up) is *undecodable*: `decode_records` can hand such records over as `UndecodableRecord`
+and go on with the next one, so one bad record does not cost the records around it. Bytes that
+cannot even be split into records still raise.
+
 Compressed bodies: `decode_record` inflates a COMPRESSED body by default and then clears the
 COMPRESSED bit of the returned ``sys_flag``, so that ``sys_flag`` always describes ``body`` (and
 re-encoding the message cannot store an inflated body flagged as compressed). ``body_crc`` and
@@ -21,6 +27,7 @@ from __future__ import annotations
 import struct
 import zlib
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from rocketflow.protocol.ids import (
@@ -76,6 +83,25 @@ class RecordDecodeError(ProtocolError):
 
 class RecordEncodeError(ValueError):
     """Message fields that cannot be written as a record (too long, out of range, not encodable)."""
+
+
+@dataclass(frozen=True, slots=True)
+class UndecodableRecord:
+    """A record that could be told apart from its neighbours but not decoded (see the module doc).
+
+    ``message`` holds what could be read: the fixed fields (queue id and offset, commit-log offset,
+    timestamps, hosts, reconsume times, ``sys_flag`` as stored), the body as stored (not inflated; the
+    whole record when the body cannot be located), the topic and properties when they are readable
+    (else ``""`` and none). ``reason`` says what is wrong; ``record`` is the record's bytes.
+    """
+
+    message: MessageExt
+    reason: str
+    record: bytes
+
+    @property
+    def queue_offset(self) -> int:
+        return self.message.queue_offset
 
 
 # Head = every field up to and including bodyLen. Encoding takes packed hosts ("8s"/"20s"),
@@ -424,7 +450,8 @@ _new_message_ext = MessageExt.__new__
 
 
 def decode_records(data: bytes | bytearray | memoryview, *, decompress: bool = True, broker_name: str = "",
-                   extra_properties: tuple[tuple[str, str], ...] = ()) -> list[MessageExt]:
+                   extra_properties: tuple[tuple[str, str], ...] = (),
+                   undecodable: list[UndecodableRecord] | None = None) -> list[MessageExt]:
     """All records of a buffer holding nothing but concatenated records (a pull response body).
 
     The same checks and results as `decode_record` at each position, in one loop: this is the
@@ -432,6 +459,10 @@ def decode_records(data: bytes | bytearray | memoryview, *, decompress: bool = T
     compressed body) goes through `decode_record`'s own code, which decodes it or raises. Every
     message gets ``broker_name`` and the ``extra_properties`` pairs (a pull's MIN_OFFSET and
     MAX_OFFSET). ASCII properties (valid by construction) are decoded when first read.
+
+    With an ``undecodable`` list, a record whose frame is sound but whose content cannot be decoded
+    is appended there (its message gets ``broker_name`` too) instead of raising, and decoding goes
+    on after it; only bytes that cannot be split into records raise.
     """
     if type(data) is not bytes:
         data = bytes(data)
@@ -448,7 +479,17 @@ def decode_records(data: bytes | bytearray | memoryview, *, decompress: bool = T
 
     def fallback(at: int) -> int:
         """Decode the record at ``at`` with `decode_record`'s code (or raise); where the next one starts."""
-        msg, after = _decode_bytes(data, at, 0, decompress, False, True)
+        try:
+            msg, after = _decode_bytes(data, at, 0, decompress, False, True)
+        except RecordDecodeError as exc:
+            if undecodable is None:
+                raise
+            bad = _undecodable_record(data, at, str(exc))
+            if bad is None:
+                raise
+            bad.message.broker_name = broker_name
+            undecodable.append(bad)
+            return at + bad.message.store_size
         msg.broker_name = broker_name
         msg.put_properties(extra_properties)
         append(msg)
@@ -525,6 +566,45 @@ def decode_records(data: bytes | bytearray | memoryview, *, decompress: bool = T
     return messages
 
 
+def _undecodable_record(data: bytes, pos: int, reason: str) -> UndecodableRecord | None:
+    """What can be read of the undecodable record at ``pos``, or None when its frame is not sound either."""
+    end = len(data)
+    if pos < 0 or end - pos < _MIN_HEAD:
+        return None
+    head = _DECODE_HEADS[(data[pos + SYS_FLAG_POSITION + 3] >> 4) & 3]
+    total_size, magic = _I32_I32.unpack_from(data, pos)
+    record_end = pos + total_size
+    if magic != MAGIC_CODE or total_size < head.size + 3 or record_end > end:
+        return None
+    (_, _, stored_crc, queue_id, flag, queue_offset, commit_log_offset, sys_flag, born_timestamp, born_packed,
+     store_timestamp, store_packed, reconsume_times, prepared_transaction_offset,
+     body_len) = head.unpack_from(data, pos)
+    body_start = pos + head.size
+    body_end = body_start + body_len
+    # the body, topic and properties only when their lengths add up; else the body is the whole record
+    topic = ""
+    properties: dict[str, str] = {}
+    body = data[pos:record_end]
+    topic_end = body_end + 1 + data[body_end] if body_len >= 0 and body_end + 3 <= record_end else record_end
+    if topic_end + 2 <= record_end and topic_end + 2 + ((data[topic_end] << 8) | data[topic_end + 1]) == record_end:
+        body = data[body_start:body_end]
+        topic = data[body_end + 1:topic_end].decode("utf-8", "replace")
+        try:
+            properties = decode_properties(data[topic_end + 2:record_end].decode("utf-8"))
+        except UnicodeDecodeError:
+            properties = {}
+    msg = MessageExt(topic, body, flag=flag, properties=properties, queue_id=queue_id, queue_offset=queue_offset,
+                     commit_log_offset=commit_log_offset, sys_flag=sys_flag, born_timestamp=born_timestamp,
+                     born_host=_host_pair(born_packed), store_timestamp=store_timestamp,
+                     store_host=_host_pair(store_packed), reconsume_times=reconsume_times,
+                     prepared_transaction_offset=prepared_transaction_offset, body_crc=stored_crc,
+                     store_size=total_size)
+    msg.msg_id = (store_packed + data[pos + COMMIT_LOG_OFFSET_POSITION:pos + SYS_FLAG_POSITION]).hex().upper()
+    # the position in this buffer means nothing to whoever reads the reason later
+    reason = reason.removeprefix(f"record at position {pos}: ")
+    return UndecodableRecord(msg, reason, data[pos:record_end])
+
+
 # --------------------------------------------------------------------------- compression
 
 
@@ -533,6 +613,20 @@ def compress_body(body: bytes | bytearray | memoryview, level: int = DEFAULT_COM
     if not -1 <= level <= 9:
         raise ValueError(f"compression level must be in -1..9, got {level}")
     return zlib.compress(body, level)
+
+
+#: The shortest complete zlib stream: 2 header bytes, an empty final deflate block, the Adler-32.
+MIN_ZLIB_BYTES: Final = 8
+
+
+def has_zlib_header(data: bytes | bytearray | memoryview) -> bool:
+    """Whether ``data`` can be a zlib stream (RFC 1950) as Java's ``Inflater`` reads it, by its first two
+    bytes and its length only: deflate method, a window of at most 32 KiB, a valid check value, no preset
+    dictionary. Cheap proof that a body flagged COMPRESSED is not; not that it inflates."""
+    if len(data) < MIN_ZLIB_BYTES:
+        return False
+    cmf, flg = data[0], data[1]
+    return cmf & 0x0F == 8 and cmf >> 4 <= 7 and ((cmf << 8) | flg) % 31 == 0 and not flg & 0x20
 
 
 def decompress_body(data: bytes | bytearray | memoryview, max_size: int | None = None) -> bytes:
@@ -656,6 +750,7 @@ __all__ = [
     "MAX_BODY_BYTES",
     "MAX_PROPERTIES_BYTES",
     "MAX_TOPIC_BYTES",
+    "MIN_ZLIB_BYTES",
     "QUEUE_ID_POSITION",
     "QUEUE_OFFSET_POSITION",
     "RECORD_FIXED_SIZE_V4",
@@ -664,6 +759,7 @@ __all__ = [
     "TOTAL_SIZE_POSITION",
     "RecordDecodeError",
     "RecordEncodeError",
+    "UndecodableRecord",
     "body_crc",
     "compress_body",
     "decode_batch_body",
@@ -673,6 +769,7 @@ __all__ = [
     "encode_batch_body",
     "encode_record",
     "encode_record_fields",
+    "has_zlib_header",
     "pack_host",
     "peek_record",
     "record_size",

@@ -52,6 +52,9 @@ class MessageConst:
     #: rocketflow: the sharding key a producer hashed to pick the queue (4.9.3 has no such property;
     #: 5.x calls it ``__SHARDINGKEY`` and so do we, so 5.x tools read it too).
     SHARDING_KEY: Final = "__SHARDINGKEY"
+    #: rocketflow: why a consumer could not decode the record it sent to the dead-letter queue as it was
+    #: stored (its body not inflated), e.g. "compressed body is not valid zlib data: ...".
+    DECODE_ERROR: Final = "ROCKETFLOW_DECODE_ERROR"
 
     KEY_SEPARATOR: Final = " "
 

@@ -27,6 +27,11 @@ class MessageSysFlag(IntFlag):
 
 #: The two bits that hold the transaction type.
 TRANSACTION_TYPE_MASK: Final = 0xC
+#: Every `MessageSysFlag` bit (RocketMQ 4.x's whole set).
+KNOWN_MESSAGE_SYS_FLAGS: Final = 0x3F
+#: RocketMQ 5.x's compression type, bits 8-10 beside COMPRESSED: 1 LZ4, 2 ZSTD, 3 zlib (4.x's only kind).
+COMPRESSION_TYPE_MASK: Final = 0x700
+COMPRESSION_ZLIB_TYPE: Final = 0x300
 
 
 def transaction_value(flag: int) -> int:
@@ -78,6 +83,9 @@ def clear_commit_offset_flag(flag: int) -> int:
 
 
 __all__ = [
+    "COMPRESSION_TYPE_MASK",
+    "COMPRESSION_ZLIB_TYPE",
+    "KNOWN_MESSAGE_SYS_FLAGS",
     "TRANSACTION_TYPE_MASK",
     "MessageSysFlag",
     "PullSysFlag",

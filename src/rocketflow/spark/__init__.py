@@ -9,7 +9,8 @@ df = (spark.readStream.format("rocketmq").option("namesrv", "127.0.0.1:9876")
 
 Schema (`rocketflow.spark.columns.SCHEMA_DDL`): topic, broker, queue_id INT, queue_offset BIGINT,
 msg_id, keys, tags, body BINARY, born_timestamp / store_timestamp TIMESTAMP, properties
-MAP<STRING,STRING>, reconsume_times INT.
+MAP<STRING,STRING>, reconsume_times INT, decode_error STRING (null unless the record cannot be
+decoded: see ``failOnBadRecords``).
 
 Reader options (case-insensitive, string values):
 
@@ -24,6 +25,9 @@ Reader options (case-insensitive, string values):
   counted in offsets, so with a tag filter a batch may hold fewer rows;
 * ``failOnDataLoss`` (default true): offsets that aged out of the broker (or a range beyond a queue's
   end) fail the query; ``false`` skips them with a warning;
+* ``failOnBadRecords`` (default false): a stored record that cannot be decoded (a compressed body that
+  is not zlib, properties that are not UTF-8) is a row with its stored body and the reason in
+  ``decode_error``, as Spark's PERMISSIVE mode keeps malformed input; ``true`` fails the query instead;
 * ``group``: after each micro-batch, the batch's end offsets are written to this consumer group on the
   broker, **for monitoring only** (lag in the admin tools). Best effort: Spark calls ``commit`` late
   (for batch N only after batch N+1 is planned, never for the last batch), and a failure is logged,

@@ -6,6 +6,11 @@ once with numpy (big-endian views), slices the variable-width parts (body, prope
 fancy-index gather each, and splits the properties into a ``map<string,string>`` with Arrow compute
 kernels. Records with IPv6 hosts or with a compressed body take the per-message path
 (`messages_to_batch`), which is also the reference the fast path is tested against.
+
+A record that can be told apart but not decoded (`rocketflow.protocol.codec.UndecodableRecord`: a
+COMPRESSED body that is not zlib, properties that are not UTF-8) becomes a row like the others with
+its stored body (not inflated) and the reason in ``decode_error`` (null for every other row), or,
+with ``fail_on_bad_records``, an `UndecodableRecordError`.
 """
 
 from __future__ import annotations
@@ -18,7 +23,7 @@ import numpy as np
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.compute as pc  # type: ignore[import-untyped]
 
-from rocketflow.protocol.codec import MAGIC_CODE, RecordDecodeError, decode_records
+from rocketflow.protocol.codec import MAGIC_CODE, RecordDecodeError, UndecodableRecord, decode_records
 from rocketflow.protocol.message import MessageConst, MessageExt
 from rocketflow.protocol.sysflag import MessageSysFlag
 
@@ -34,11 +39,13 @@ from rocketflow.protocol.sysflag import MessageSysFlag
 #: * ``born_timestamp``, ``store_timestamp``: TIMESTAMP / timestamp[us, UTC] (ms precision on the wire);
 #: * ``properties``: MAP<STRING,STRING> - every stored property, system ones (UNIQ_KEY, KEYS, TAGS, ...)
 #:   included;
-#: * ``reconsume_times``: INT / int32.
+#: * ``reconsume_times``: INT / int32;
+#: * ``decode_error``: STRING - null, except for a record that cannot be decoded: why (its ``body`` is
+#:   then as stored, its ``properties`` empty when they are not readable).
 SCHEMA_DDL: Final = (
     "topic STRING, broker STRING, queue_id INT, queue_offset BIGINT, msg_id STRING, keys STRING, tags STRING, "
     "body BINARY, born_timestamp TIMESTAMP, store_timestamp TIMESTAMP, properties MAP<STRING,STRING>, "
-    "reconsume_times INT"
+    "reconsume_times INT, decode_error STRING"
 )
 
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
@@ -55,7 +62,12 @@ ARROW_SCHEMA: Final = pa.schema([
     ("store_timestamp", _TIMESTAMP),
     ("properties", pa.map_(pa.string(), pa.string())),
     ("reconsume_times", pa.int32()),
+    ("decode_error", pa.string()),
 ])
+
+
+class UndecodableRecordError(RecordDecodeError):
+    """A record that cannot be decoded, met with ``fail_on_bad_records``."""
 
 # Field positions in a record whose hosts are both IPv4 (see the codec's layout).
 _QUEUE_ID: Final = 12
@@ -285,11 +297,13 @@ def _timestamps(millis: np.ndarray[Any, Any]) -> Any:
     return pa.array(millis.astype(np.int64) * 1000, type=_TIMESTAMP)
 
 
-def records_to_batch(data: bytes, topic: str, broker: str) -> Any:
+def records_to_batch(data: bytes, topic: str, broker: str, *, fail_on_bad_records: bool = False) -> Any:
     """A `pyarrow.RecordBatch` (`ARROW_SCHEMA`) of every record in ``data`` (a pull body, or several joined).
 
     ``topic`` and ``broker`` fill the columns of the same names (every record of a queue's pull has
-    the queue's topic). Raises `RecordDecodeError` for bytes that are not records.
+    the queue's topic). A record that cannot be decoded is a row with ``decode_error`` set, or with
+    ``fail_on_bad_records`` raises `UndecodableRecordError`. Raises `RecordDecodeError` for bytes that
+    cannot be split into records.
     """
     if len(data) > 0x7FFFFFFF:
         raise RecordDecodeError(f"{len(data)} bytes of records do not fit one Arrow batch; decode them in pieces")
@@ -299,28 +313,27 @@ def records_to_batch(data: bytes, topic: str, broker: str) -> Any:
     buffer = np.frombuffer(data, dtype=np.uint8)
     heads = _field(buffer, positions, 0, _HEAD)
     if np.any(heads["sys_flag"] & _SLOW_FLAGS):
-        return messages_to_batch(decode_records(data), broker)
+        return _per_message(data, topic, broker, fail_on_bad_records)
     count = len(positions)
     body_lengths = heads["body_len"].astype(np.int64)
-    if np.any(body_lengths < 0):
-        raise RecordDecodeError("a record's body length is negative")
     sizes = heads["size"].astype(np.int64)
     body_starts = positions + _BODY
     topic_starts = body_starts + body_lengths + 1
-    if np.any(topic_starts + 2 > positions + sizes):
-        raise RecordDecodeError("a record's body, topic and properties lengths do not add up to its size")
+    # a record whose lengths do not add up, or whose properties are not UTF-8: the per-message path says which
+    if np.any(body_lengths < 0) or np.any(topic_starts + 2 > positions + sizes):
+        return _per_message(data, topic, broker, fail_on_bad_records)
     topic_lengths = buffer[topic_starts - 1].astype(np.int64)
     props_len_at = topic_starts + topic_lengths
     if np.any(props_len_at + 2 > positions + sizes):
-        raise RecordDecodeError("a record's body, topic and properties lengths do not add up to its size")
+        return _per_message(data, topic, broker, fail_on_bad_records)
     props_lengths = _field(buffer, props_len_at, 0, ">u2").astype(np.int64)
     if np.any(props_len_at + 2 + props_lengths != positions + sizes):
-        raise RecordDecodeError("a record's body, topic and properties lengths do not add up to its size")
+        return _per_message(data, topic, broker, fail_on_bad_records)
     props_text = _slices(pa.string(), data, buffer, props_len_at + 2, props_lengths)
     try:
         props_text.validate(full=True)
-    except pa.ArrowInvalid as exc:
-        raise RecordDecodeError(f"message properties are not valid UTF-8: {exc}") from None
+    except pa.ArrowInvalid:
+        return _per_message(data, topic, broker, fail_on_bad_records)
     properties = properties_map(props_text)
     uniq = pc.map_lookup(properties, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "last")
     columns = [
@@ -336,13 +349,33 @@ def records_to_batch(data: bytes, topic: str, broker: str) -> Any:
         _timestamps(heads["store_timestamp"]),
         properties,
         pa.array(heads["reconsume_times"].astype(np.int32), pa.int32()),
+        pa.nulls(count, pa.string()),
     ]
     return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
 
 
-def messages_to_batch(messages: Sequence[MessageExt], broker: str) -> Any:
-    """A `pyarrow.RecordBatch` (`ARROW_SCHEMA`) from decoded messages (the per-message path)."""
+def _per_message(data: bytes, topic: str, broker: str, fail_on_bad_records: bool) -> Any:
+    """`records_to_batch` by `decode_records`: the path of compressed, IPv6 and undecodable records."""
+    undecodable: list[UndecodableRecord] = []
+    messages = decode_records(data, undecodable=undecodable)
+    if undecodable and fail_on_bad_records:
+        first = undecodable[0]
+        raise UndecodableRecordError(f"the record at offset {first.queue_offset} cannot be decoded: {first.reason}")
+    for record in undecodable:
+        record.message.topic = record.message.topic or topic
+    return messages_to_batch(messages, broker, undecodable)
+
+
+def messages_to_batch(messages: Sequence[MessageExt], broker: str,
+                      undecodable: Sequence[UndecodableRecord] = ()) -> Any:
+    """A `pyarrow.RecordBatch` (`ARROW_SCHEMA`) from decoded messages (the per-message path), with rows for
+    ``undecodable`` records among them in offset order."""
     unique = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
+    errors: list[str | None] = [None] * len(messages)
+    if undecodable:
+        reasons = {id(record.message): record.reason for record in undecodable}
+        messages = sorted([*messages, *(record.message for record in undecodable)], key=lambda msg: msg.queue_offset)
+        errors = [reasons.get(id(msg)) for msg in messages]
     return pa.RecordBatch.from_arrays([
         pa.array([msg.topic for msg in messages], pa.string()),
         pa.array([broker] * len(messages), pa.string()),
@@ -356,6 +389,7 @@ def messages_to_batch(messages: Sequence[MessageExt], broker: str) -> Any:
         pa.array([msg.store_timestamp * 1000 for msg in messages], _TIMESTAMP),
         pa.array([list(msg.properties.items()) for msg in messages], pa.map_(pa.string(), pa.string())),
         pa.array([msg.reconsume_times for msg in messages], pa.int32()),
+        pa.array(errors, pa.string()),
     ], schema=ARROW_SCHEMA)
 
 
@@ -367,6 +401,7 @@ def empty_batch() -> Any:
 __all__ = [
     "ARROW_SCHEMA",
     "SCHEMA_DDL",
+    "UndecodableRecordError",
     "empty_batch",
     "messages_to_batch",
     "properties_map",

@@ -30,7 +30,7 @@ DEFAULT_MAX_RECORDS_PER_PARTITION: Final = 1_000_000
 READER_OPTIONS: Final = frozenset({
     "namesrv", "topic", "subexpression", "startingoffsets", "startingtimestamp", "endingoffsets",
     "maxmessagespertrigger", "failondataloss", "group", "pullbatchsize", "maxrecordsperpartition",
-    "accesskey", "secretkey",
+    "accesskey", "secretkey", "failonbadrecords",
 })
 WRITER_OPTIONS: Final = frozenset({"namesrv", "topic", "producergroup", "accesskey", "secretkey"})
 #: Options Spark itself passes along to every data source.
@@ -150,6 +150,8 @@ class ReaderOptions:
     ending_offsets: tuple[tuple[MessageQueue, int], ...] = ()
     max_messages_per_trigger: int | None = None
     fail_on_data_loss: bool = True
+    #: fail on a record that cannot be decoded, rather than read it as a row with ``decode_error`` set
+    fail_on_bad_records: bool = False
     group: str | None = None
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
@@ -233,6 +235,7 @@ class ReaderOptions:
             ending_offsets=tuple(sorted(ending_offsets.items())),
             max_messages_per_trigger=_int_option(options, "maxMessagesPerTrigger", None, 1),
             fail_on_data_loss=_bool_option(options, "failOnDataLoss", True),
+            fail_on_bad_records=_bool_option(options, "failOnBadRecords", False),
             group=group,
             pull_batch_size=_int_option(options, "pullBatchSize", DEFAULT_PULL_BATCH_SIZE, 1)
             or DEFAULT_PULL_BATCH_SIZE,

@@ -29,7 +29,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from rocketflow.protocol.message import MessageQueue
-from rocketflow.spark.columns import SCHEMA_DDL, records_to_batch
+from rocketflow.spark.columns import SCHEMA_DDL, UndecodableRecordError, records_to_batch
 from rocketflow.spark.connection import Connection, SourceError, get_connection
 from rocketflow.spark.options import (
     EARLIEST,
@@ -142,11 +142,20 @@ class _Reading:
                     raise SourceError(message + "; set failOnDataLoss=false to skip them with a warning")
                 logger.warning("%s; skipped (failOnDataLoss=false)", message)
             for data in _pieces(chunk.bodies):
-                batch = records_to_batch(data, partition.topic, partition.broker)
+                try:
+                    batch = records_to_batch(data, partition.topic, partition.broker,
+                                             fail_on_bad_records=options.fail_on_bad_records)
+                except UndecodableRecordError as exc:
+                    raise SourceError(f"{partition.queue}: {exc}; set failOnBadRecords=false to read such records "
+                                      "as rows with their stored body and the reason in decode_error") from None
                 offsets = np.asarray(batch.column(3))
                 keep = (offsets >= partition.start) & (offsets < partition.end)
                 if tag_values is not None:
-                    keep &= np.asarray(pc.is_in(batch.column(6), value_set=tag_values).fill_null(False), dtype=bool)
+                    # an undecodable record whose tags cannot be read is kept: it is not known not to match
+                    tags_column = batch.column(6)
+                    wanted = pc.or_(pc.is_in(tags_column, value_set=tag_values).fill_null(False),
+                                    pc.and_(pc.is_null(tags_column), pc.is_valid(batch.column(12))))
+                    keep &= np.asarray(wanted, dtype=bool)
                 if not keep.all():
                     batch = batch.filter(pa.array(keep))
                 if batch.num_rows:

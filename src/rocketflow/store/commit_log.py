@@ -23,6 +23,7 @@ from rocketflow.protocol.codec import (
     SYS_FLAG_POSITION,
     RecordDecodeError,
     decode_record,
+    has_zlib_header,
 )
 from rocketflow.protocol.ids import HOST_SIZE_V6, offset_msg_id_from_packed, pack_host
 from rocketflow.protocol.message import MessageConst, MessageExt
@@ -80,6 +81,7 @@ _ONE_SIZE_BATCH_MAX = 1024
 _TAGS_CACHE_MAX = 4096
 _V6_BITS = int(MessageSysFlag.BORNHOST_V6 | MessageSysFlag.STOREHOST_V6)
 _BORN_V6 = int(MessageSysFlag.BORNHOST_V6)
+_COMPRESSED = int(MessageSysFlag.COMPRESSED)
 _STORE_V6 = int(MessageSysFlag.STOREHOST_V6)
 _TRANSACTION_MASK = 0xC
 _PREPARED = int(MessageSysFlag.TRANSACTION_PREPARED)
@@ -367,6 +369,14 @@ def _same_place_values(data: bytes, all_props: Sequence[bytes], name: bytes, pro
     if b"".join(values).count(2) != prefix.count(2) * count:
         return None
     return values
+
+
+def _is_utf8(data: bytes) -> bool:
+    try:
+        data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
 
 
 def _illegal_element(index: int, detail: str) -> IllegalMessageError:
@@ -928,6 +938,13 @@ class CommitLog:
             return None
         all_props: tuple[bytes, ...] = values[7::8]
         bodies: tuple[bytes, ...] = values[5::8]
+        # the messages' own properties in one piece, to check and to look for names in (bodies cannot fake one);
+        # joined by 0x02, so that no two halves of a character across messages pass for one
+        joined_props = b"\x02".join(all_props)
+        if not joined_props.isascii() and not _is_utf8(joined_props):
+            return None  # the loop names the message
+        if sys_flag & _COMPRESSED and not all(map(has_zlib_header, bodies)):
+            return None
         queue_id = batch.queue_id
         key = (batch.topic, queue_id)
         in_queue = enters_consume_queue(sys_flag)
@@ -948,8 +965,6 @@ class CommitLog:
             *fields)
         index_keys: list[bytes] = []
         index_offsets: list[int] = []
-        # the messages' own properties in one piece, to look for names in (bodies cannot fake one there)
-        joined_props = b"".join(all_props)
         maybe_tagged = b"S\x01" in joined_props  # one scan for both TAGS and KEYS, usually absent
         if config.message_index_enable:
             prefix = (batch.topic + "#").encode("utf-8")
@@ -1028,6 +1043,7 @@ class CommitLog:
         segment_size = self.segment_size
         key = (topic, queue_id)
         in_queue = enters_consume_queue(sys_flag)
+        compressed = bool(sys_flag & _COMPRESSED)
         schedule = topic == SCHEDULE_TOPIC
         delay_levels = self.config.delay_levels_ms
         first_queue_offset = self.topic_queue_table.get(key, 0) if in_queue else 0
@@ -1079,10 +1095,16 @@ class CommitLog:
                 if declared != element_end - element_start:
                     raise _illegal_element(element, f"declared size {declared} != actual {element_end - element_start}")
                 body = data[body_start:body_end]
+                if compressed and not has_zlib_header(body):
+                    raise _illegal_element(element, "the body is flagged compressed (sysFlag bit 0x1) but is not "
+                                                    f"zlib data (its first bytes {body[:2].hex() or 'none'} are no "
+                                                    "zlib header)")
                 tags = 0
                 uniq = keys = None
                 if own_props_len:
                     props = data[body_end + 2:element_end]
+                    if not props.isascii() and not _is_utf8(props):
+                        raise _illegal_element(element, "its properties are not valid UTF-8")
                     # TAGS, KEYS and UNIQ_KEY looked up in place: no full properties parse per message
                     found = props.find(b"TAGS\x01")
                     if found >= 0 and (found == 0 or props[found - 1] == 2):

@@ -9,6 +9,7 @@ from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.bodies import ConsumerListBody
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.errors import HeaderFieldError
 from rocketflow.remoting.headers import (
     GetConsumerListByGroupRequestHeader,
     QueryConsumerOffsetRequestHeader,
@@ -19,6 +20,8 @@ if TYPE_CHECKING:
     from rocketflow.broker.controller import BrokerController
 
 QUERY_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
+#: The committed offset RocketMQ clients send for a queue whose offset they do not know yet.
+UNKNOWN_OFFSET = -1
 
 
 class ConsumerManageProcessor:
@@ -54,10 +57,16 @@ class ConsumerManageProcessor:
         return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
     def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """Commit an offset. -1 (RocketMQ clients' "not known yet", sent in their periodic persistence) is
+        answered SUCCESS and changes nothing: stored, it would erase the group's progress; below -1 is refused."""
         header = UpdateConsumerOffsetRequestHeader.from_command(request)
         check_names(topic=header.topic, group=header.consumer_group, queue_id=header.queue_id)
-        self.broker.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, header.commit_offset)
+        offset = header.commit_offset
+        if offset < UNKNOWN_OFFSET:
+            raise HeaderFieldError("commitOffset", f"must be >= 0 (or -1: not known, nothing committed), got {offset}")
+        if offset != UNKNOWN_OFFSET:
+            self.broker.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, offset)
         return request.make_response(ResponseCode.SUCCESS)
 
 
-__all__ = ["QUERY_NOT_FOUND_REMARK", "ConsumerManageProcessor"]
+__all__ = ["QUERY_NOT_FOUND_REMARK", "UNKNOWN_OFFSET", "ConsumerManageProcessor"]

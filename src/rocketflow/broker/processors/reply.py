@@ -13,6 +13,7 @@ import time
 from typing import TYPE_CHECKING
 
 from rocketflow.broker.processors.common import error, parse_host
+from rocketflow.broker.processors.send import sys_flag_error
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.message import MessageConst
 from rocketflow.protocol.properties import InvalidPropertyError, decode_properties, encode_properties
@@ -48,6 +49,9 @@ class ReplyMessageProcessor:
         if len(body) > broker.config.max_message_size:
             return error(request, ResponseCode.MESSAGE_ILLEGAL,
                          f"the reply body size {len(body)} exceeds the maximum {broker.config.max_message_size}")
+        wrong = sys_flag_error(header.sys_flag, (body,))
+        if wrong is not None:
+            return error(request, ResponseCode.MESSAGE_ILLEGAL, wrong)
         try:
             properties = decode_properties(header.properties) if header.properties else {}
         except InvalidPropertyError as exc:

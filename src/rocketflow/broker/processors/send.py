@@ -21,7 +21,7 @@ from rocketflow.broker.processors.common import FAQ_SUFFIX, check_names, error, 
 from rocketflow.broker.transaction import HALF_QUEUE_ID, half_message_properties, without_transaction_type
 from rocketflow.net import GroupResult, RemotingServer, RequestContext
 from rocketflow.protocol.bodies import SubscriptionGroupConfig, TopicConfig, TopicFilterType
-from rocketflow.protocol.codec import RecordDecodeError, decode_record
+from rocketflow.protocol.codec import RecordDecodeError, decode_record, has_zlib_header
 from rocketflow.protocol.ids import offset_msg_id_from_packed
 from rocketflow.protocol.message import MessageConst
 from rocketflow.protocol.names import (
@@ -41,7 +41,13 @@ from rocketflow.protocol.names import (
     validate_topic,
 )
 from rocketflow.protocol.properties import InvalidPropertyError, decode_properties, encode_properties_bytes
-from rocketflow.protocol.sysflag import MessageSysFlag, transaction_value
+from rocketflow.protocol.sysflag import (
+    COMPRESSION_TYPE_MASK,
+    COMPRESSION_ZLIB_TYPE,
+    KNOWN_MESSAGE_SYS_FLAGS,
+    MessageSysFlag,
+    transaction_value,
+)
 from rocketflow.protocol.tags import tags_code as compute_tags_code
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
@@ -85,6 +91,11 @@ _TRANSACTION_ROLLBACK: Final = int(MessageSysFlag.TRANSACTION_ROLLBACK)
 _MULTI_TAGS: Final = int(MessageSysFlag.MULTI_TAGS)
 _ILLEGAL_REMARK: Final = ("the message is illegal, maybe msg body or properties length not matched. "
                           "msg body length limit 128k, msg properties length limit 32k.")
+_COMPRESSED: Final = int(MessageSysFlag.COMPRESSED)
+#: sysFlag bits a send may carry that need no look at the body (anything else goes through `sys_flag_error`)
+_PLAIN_SYS_FLAGS: Final = KNOWN_MESSAGE_SYS_FLAGS & ~_COMPRESSED
+#: Lowest queue id a send may name: -1 is RocketMQ's "any queue" (the broker picks one).
+ANY_QUEUE: Final = -1
 
 
 @dataclass(slots=True)
@@ -150,10 +161,12 @@ class SendMessageProcessor:
         if not is_writeable(topic_config.perm):
             return error(request, ResponseCode.NO_PERMISSION, f"the topic[{topic}] sending message is forbidden")
         queue_id = header.queue_id
+        # RocketMQ's bound: a queue that is readable or writable (a stale route during a shrink still lands)
         limit = max(topic_config.read_queue_nums, topic_config.write_queue_nums)
-        if queue_id >= limit:
+        if queue_id >= limit or queue_id < ANY_QUEUE:
             return error(request, ResponseCode.SYSTEM_ERROR,
-                         f"request queueId[{queue_id}] is illegal, {topic_config} Producer: {ctx.remote_address}")
+                         f"request queueId[{queue_id}] is illegal (-1 for any queue, else 0..{limit - 1}), "
+                         f"{topic_config} Producer: {ctx.remote_address}")
         return topic_config
 
     def pick_queue(self, queue_id: int, queue_nums: int) -> int:
@@ -181,6 +194,10 @@ class SendMessageProcessor:
         if len(body) > config.max_message_size:
             return error(request, ResponseCode.MESSAGE_ILLEGAL,
                          f"the message body size {len(body)} exceeds the maximum {config.max_message_size}")
+        if header.sys_flag & ~_PLAIN_SYS_FLAGS:
+            wrong = sys_flag_error(header.sys_flag, (body,))
+            if wrong is not None:
+                return error(request, ResponseCode.MESSAGE_ILLEGAL, wrong)
         topic = header.topic
         queue_id = self.pick_queue(header.queue_id, topic_config.write_queue_nums)
         reconsume_times = header.reconsume_times or 0
@@ -294,6 +311,11 @@ class SendMessageProcessor:
         wait, suffix = shared
         queue_id = self.pick_queue(header.queue_id, topic_config.write_queue_nums)
         sys_flag = header.sys_flag
+        if sys_flag & ~_PLAIN_SYS_FLAGS:
+            # the bodies are looked at by the store, which walks the batch anyway
+            wrong = sys_flag_error(sys_flag, ())
+            if wrong is not None:
+                return error(request, ResponseCode.MESSAGE_ILLEGAL, wrong)
         if topic_config.topic_filter_type is TopicFilterType.MULTI_TAG:
             sys_flag |= _MULTI_TAGS
         if not request.body:
@@ -492,6 +514,28 @@ def _topic_error(topic: str) -> str | None:
     return None
 
 
+def sys_flag_error(sys_flag: int, bodies: Sequence[bytes]) -> str | None:
+    """Why a send's ``sysFlag`` (with these bodies) cannot be stored as a record a consumer decodes, or None.
+
+    Bits no 4.x client sets, or 5.x ones this broker does not implement (an inner batch, LZ4 or ZSTD),
+    are refused; so is a body flagged COMPRESSED that cannot be zlib data (its header shows it).
+    """
+    unknown = sys_flag & ~(KNOWN_MESSAGE_SYS_FLAGS | COMPRESSION_TYPE_MASK)
+    if unknown:
+        return (f"sysFlag {sys_flag:#x} has bits {unknown & 0xFFFFFFFF:#x} this broker does not know (it knows "
+                f"{KNOWN_MESSAGE_SYS_FLAGS:#x}, and {COMPRESSION_ZLIB_TYPE:#x} with the compressed bit 0x1)")
+    compression = sys_flag & COMPRESSION_TYPE_MASK
+    if compression and (compression != COMPRESSION_ZLIB_TYPE or not sys_flag & _COMPRESSED):
+        return (f"sysFlag {sys_flag:#x}: compression type {compression >> 8} is not supported; "
+                f"compressed bodies are zlib (type 3, {COMPRESSION_ZLIB_TYPE:#x}, with the compressed bit 0x1)")
+    if sys_flag & _COMPRESSED:
+        for body in bodies:
+            if not has_zlib_header(body):
+                return ("the body is flagged compressed (sysFlag bit 0x1) but is not zlib data "
+                        f"(its first bytes {bytes(body[:2]).hex() or 'none'} are no zlib header)")
+    return None
+
+
 @functools.lru_cache(maxsize=256)
 def _batch_properties(properties: str | None, cluster: str) -> tuple[bool, bytes] | str:
     """A batch header's properties -> (whether the sender waits for the store, the encoded properties every
@@ -533,4 +577,5 @@ def _put_failure(status: PutMessageStatus, detail: str) -> tuple[int, str]:
     return ResponseCode.SYSTEM_ERROR, f"{status.value} {detail}".strip()
 
 
-__all__ = ["MAX_RECONSUME_TIMES_MIN_VERSION", "NOT_ALLOWED_SEND_TOPICS", "SendMessageProcessor"]
+__all__ = ["ANY_QUEUE", "MAX_RECONSUME_TIMES_MIN_VERSION", "NOT_ALLOWED_SEND_TOPICS", "SendMessageProcessor",
+           "sys_flag_error"]
