@@ -225,3 +225,19 @@ def test_bodies_of_every_length_around_the_inline_limit(bodies: list[bytes], sli
     texts = pa.array(["a\x01b\x02c\x01" + "d" * index for index in range(8)], pa.string()).slice(sliced)
     assert properties_map(texts).to_pylist() == [[("a", "b"), ("c", "d" * index)] if index else [("a", "b")]
                                                  for index in range(sliced, 8)]
+
+
+def test_without_properties_the_batch_is_the_full_one_less_the_map() -> None:
+    from rocketflow.protocol.codec import decode_records
+    from rocketflow.spark.columns import ARROW_SCHEMA_WITHOUT_PROPERTIES
+
+    plain = b"".join(_record(index, b"b%d" % index, {"UNIQ_KEY": f"U{index}", "KEYS": "k", "TAGS": "t"})
+                     for index in range(5))
+    compressed = _record(5, compress_body(b"z" * 300, 5), {"KEYS": "kz"}, sys_flag=int(MessageSysFlag.COMPRESSED))
+    for data in (plain, plain + compressed):
+        full = records_to_batch(data, "TopicX", "broker-a")
+        lean = records_to_batch(data, "TopicX", "broker-a", include_properties=False)
+        assert lean.schema == ARROW_SCHEMA_WITHOUT_PROPERTIES
+        assert lean.to_pylist() == [{k: v for k, v in row.items() if k != "properties"} for row in full.to_pylist()]
+    slow = messages_to_batch(decode_records(plain), "broker-a", include_properties=False)
+    assert slow.schema == ARROW_SCHEMA_WITHOUT_PROPERTIES

@@ -15,8 +15,8 @@ from rocketflow.spark.connection import get_connection
 
 
 def _read_back(spark: SparkSession, cluster: DevCluster, topic: str) -> list[object]:
-    return (spark.read.format("rocketmq").option("namesrv", cluster.namesrv_addr).option("topic", topic).load()
-            .orderBy("queue_id", "queue_offset").collect())
+    return (spark.read.format("rocketmq").option("namesrv", cluster.namesrv_addr).option("topic", topic)
+            .option("includeProperties", "true").load().orderBy("queue_id", "queue_offset").collect())
 
 
 def test_batch_write_with_sharding_keys_and_row_topics(spark: SparkSession, cluster: DevCluster, producer: Producer,

@@ -64,7 +64,7 @@ def test_batch_read_equals_what_was_sent(spark: SparkSession, cluster: DevCluste
         for index, msg in enumerate(batch):
             sent[(result.message_queue.queue_id, result.queue_offset + index)] = (msg, ids[index])
     after = int(time.time() * 1000)
-    rows = _reader(spark, cluster, topic).collect()
+    rows = _reader(spark, cluster, topic, includeProperties="true").collect()
     assert len(rows) == len(sent) == 150
     for row in rows:
         msg, msg_id = sent[(row.queue_id, row.queue_offset)]
@@ -75,11 +75,21 @@ def test_batch_read_equals_what_was_sent(spark: SparkSession, cluster: DevCluste
             assert before - 1000 <= stamp.replace(tzinfo=UTC).timestamp() * 1000 <= after + 1000
         assert row.properties["color"] == "blue" and row.properties["UNIQ_KEY"] == msg_id
         assert row.properties["KEYS"] == msg.keys and row.properties["TAGS"] == msg.tags
-    schema = {field.name: field.dataType.simpleString() for field in _reader(spark, cluster, topic).schema.fields}
+    schema = {field.name: field.dataType.simpleString()
+              for field in _reader(spark, cluster, topic, includeProperties="true").schema.fields}
     assert schema == {"topic": "string", "broker": "string", "queue_id": "int", "queue_offset": "bigint",
                       "msg_id": "string", "keys": "string", "tags": "string", "body": "binary",
                       "born_timestamp": "timestamp", "store_timestamp": "timestamp",
                       "properties": "map<string,string>", "reconsume_times": "int", "decode_error": "string"}
+    # by default (as Kafka's headers) the map is left out; the columns read from it are not
+    default = _reader(spark, cluster, topic)
+    assert "properties" not in default.columns and default.columns == [name for name in schema if name != "properties"]
+    plain = {(row.queue_id, row.queue_offset): row for row in default.collect()}
+    for key, (msg, msg_id) in sent.items():
+        assert (plain[key].msg_id, plain[key].keys, plain[key].tags, bytes(plain[key].body)) == (
+            msg_id, msg.keys, msg.tags, msg.body)
+    with pytest.raises(Exception, match="includeProperties must be true or false"):
+        _reader(spark, cluster, topic, includeProperties="maybe").collect()
 
 
 def test_batch_read_of_a_bounded_range_and_split_partitions(spark: SparkSession, cluster: DevCluster,

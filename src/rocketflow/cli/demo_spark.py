@@ -211,6 +211,8 @@ class SparkPipeline:
 
             # every finished batch's end offsets go to the group at once (the source's commit lags a batch)
             self._listener = track_group_progress(spark, self.namesrv, self.group, topics=[self.topic])
+            # the job reads body, keys and tags: the properties map stays out (includeProperties=true would
+            # add it, for jobs that read user properties)
             raw = (spark.readStream.format("rocketmq").option("namesrv", self.namesrv).option("topic", self.topic)
                    .option("startingOffsets", "earliest").option("group", self.group)
                    .option("maxMessagesPerTrigger", str(self.max_per_batch)).load())

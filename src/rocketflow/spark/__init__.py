@@ -1,16 +1,17 @@
 """The ``rocketmq`` PySpark data source (PySpark >= 4.2's Python Data Source API; no JVM jars).
 
 ```python
-from rocketflow.spark import register
-register(spark)                                   # registers the format "rocketmq"
 df = (spark.readStream.format("rocketmq").option("namesrv", "127.0.0.1:9876")
       .option("topic", "Orders").option("startingOffsets", "earliest").load())
 ```
 
+The format is found without registration where rocketflow is installed (the ``pyspark_rocketflow``
+module); `register` registers it by hand.
+
 Schema (`rocketflow.spark.columns.SCHEMA_DDL`): topic, broker, queue_id INT, queue_offset BIGINT,
 msg_id, keys, tags, body BINARY, born_timestamp / store_timestamp TIMESTAMP, properties
-MAP<STRING,STRING>, reconsume_times INT, decode_error STRING (null unless the record cannot be
-decoded: see ``failOnBadRecords``).
+MAP<STRING,STRING> (only with ``includeProperties=true``), reconsume_times INT, decode_error STRING
+(null unless the record cannot be decoded: see ``failOnBadRecords``).
 
 Reader options (case-insensitive, string values):
 
@@ -25,6 +26,8 @@ Reader options (case-insensitive, string values):
   counted in offsets, so with a tag filter a batch may hold fewer rows;
 * ``failOnDataLoss`` (default true): offsets that aged out of the broker (or a range beyond a queue's
   end) fail the query; ``false`` skips them with a warning;
+* ``includeProperties`` (default false): add the ``properties`` map column (as Kafka's ``includeHeaders``:
+  the map costs every row its conversion whether a query reads it or not);
 * ``failOnBadRecords`` (default false): a stored record that cannot be decoded (a compressed body that
   is not zlib, properties that are not UTF-8) is a row with its stored body and the reason in
   ``decode_error``, as Spark's PERMISSIVE mode keeps malformed input; ``true`` fails the query instead;

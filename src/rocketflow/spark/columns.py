@@ -42,11 +42,16 @@ from rocketflow.protocol.sysflag import MessageSysFlag
 #: * ``reconsume_times``: INT / int32;
 #: * ``decode_error``: STRING - null, except for a record that cannot be decoded: why (its ``body`` is
 #:   then as stored, its ``properties`` empty when they are not readable).
+#:
+#: ``properties`` is there only with the source's ``includeProperties=true`` (`schema_ddl`): like Kafka's
+#: headers, a map column costs every row its conversion whether a query reads it or not.
 SCHEMA_DDL: Final = (
     "topic STRING, broker STRING, queue_id INT, queue_offset BIGINT, msg_id STRING, keys STRING, tags STRING, "
     "body BINARY, born_timestamp TIMESTAMP, store_timestamp TIMESTAMP, properties MAP<STRING,STRING>, "
     "reconsume_times INT, decode_error STRING"
 )
+#: The schema without ``properties`` (the source's default).
+SCHEMA_DDL_WITHOUT_PROPERTIES: Final = SCHEMA_DDL.replace(" properties MAP<STRING,STRING>,", "")
 
 _TIMESTAMP: Final = pa.timestamp("us", tz="UTC")
 ARROW_SCHEMA: Final = pa.schema([
@@ -64,6 +69,19 @@ ARROW_SCHEMA: Final = pa.schema([
     ("reconsume_times", pa.int32()),
     ("decode_error", pa.string()),
 ])
+
+
+ARROW_SCHEMA_WITHOUT_PROPERTIES: Final = ARROW_SCHEMA.remove(ARROW_SCHEMA.get_field_index("properties"))
+
+
+def schema_ddl(include_properties: bool) -> str:
+    """The source's Spark schema, with or without the ``properties`` map."""
+    return SCHEMA_DDL if include_properties else SCHEMA_DDL_WITHOUT_PROPERTIES
+
+
+def arrow_schema(include_properties: bool) -> Any:
+    """The Arrow schema of the batches `records_to_batch` builds, with or without ``properties``."""
+    return ARROW_SCHEMA if include_properties else ARROW_SCHEMA_WITHOUT_PROPERTIES
 
 
 class UndecodableRecordError(RecordDecodeError):
@@ -297,14 +315,22 @@ def _timestamps(millis: np.ndarray[Any, Any]) -> Any:
     return pa.array(millis.astype(np.int64) * 1000, type=_TIMESTAMP)
 
 
-def records_to_batch(data: bytes, topic: str, broker: str, *, fail_on_bad_records: bool = False) -> Any:
-    """A `pyarrow.RecordBatch` (`ARROW_SCHEMA`) of every record in ``data`` (a pull body, or several joined).
+def records_to_batch(data: bytes, topic: str, broker: str, *, fail_on_bad_records: bool = False,
+                     include_properties: bool = True) -> Any:
+    """A `pyarrow.RecordBatch` (`arrow_schema(include_properties)`) of every record in ``data`` (a pull
+    body, or several joined).
 
     ``topic`` and ``broker`` fill the columns of the same names (every record of a queue's pull has
     the queue's topic). A record that cannot be decoded is a row with ``decode_error`` set, or with
     ``fail_on_bad_records`` raises `UndecodableRecordError`. Raises `RecordDecodeError` for bytes that
-    cannot be split into records.
+    cannot be split into records. Without ``include_properties`` the map is still built (``msg_id``,
+    ``keys`` and ``tags`` are looked up in it; that is the cheapest way) but not returned.
     """
+    batch = _records_to_batch(data, topic, broker, fail_on_bad_records)
+    return batch if include_properties else batch.drop_columns(["properties"])
+
+
+def _records_to_batch(data: bytes, topic: str, broker: str, fail_on_bad_records: bool) -> Any:
     if len(data) > 0x7FFFFFFF:
         raise RecordDecodeError(f"{len(data)} bytes of records do not fit one Arrow batch; decode them in pieces")
     positions = record_positions(data)
@@ -367,9 +393,14 @@ def _per_message(data: bytes, topic: str, broker: str, fail_on_bad_records: bool
 
 
 def messages_to_batch(messages: Sequence[MessageExt], broker: str,
-                      undecodable: Sequence[UndecodableRecord] = ()) -> Any:
-    """A `pyarrow.RecordBatch` (`ARROW_SCHEMA`) from decoded messages (the per-message path), with rows for
-    ``undecodable`` records among them in offset order."""
+                      undecodable: Sequence[UndecodableRecord] = (), *, include_properties: bool = True) -> Any:
+    """A `pyarrow.RecordBatch` (`arrow_schema(include_properties)`) from decoded messages (the per-message
+    path), with rows for ``undecodable`` records among them in offset order."""
+    batch = _messages_to_batch(messages, broker, undecodable)
+    return batch if include_properties else batch.drop_columns(["properties"])
+
+
+def _messages_to_batch(messages: Sequence[MessageExt], broker: str, undecodable: Sequence[UndecodableRecord]) -> Any:
     unique = MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX
     errors: list[str | None] = [None] * len(messages)
     if undecodable:
@@ -400,11 +431,15 @@ def empty_batch() -> Any:
 
 __all__ = [
     "ARROW_SCHEMA",
+    "ARROW_SCHEMA_WITHOUT_PROPERTIES",
     "SCHEMA_DDL",
+    "SCHEMA_DDL_WITHOUT_PROPERTIES",
     "UndecodableRecordError",
+    "arrow_schema",
     "empty_batch",
     "messages_to_batch",
     "properties_map",
     "record_positions",
     "records_to_batch",
+    "schema_ddl",
 ]

@@ -30,7 +30,7 @@ DEFAULT_MAX_RECORDS_PER_PARTITION: Final = 1_000_000
 READER_OPTIONS: Final = frozenset({
     "namesrv", "topic", "subexpression", "startingoffsets", "startingtimestamp", "endingoffsets",
     "maxmessagespertrigger", "failondataloss", "group", "pullbatchsize", "maxrecordsperpartition",
-    "accesskey", "secretkey", "failonbadrecords",
+    "accesskey", "secretkey", "failonbadrecords", "includeproperties",
 })
 WRITER_OPTIONS: Final = frozenset({"namesrv", "topic", "producergroup", "accesskey", "secretkey"})
 #: Options Spark itself passes along to every data source.
@@ -99,6 +99,11 @@ def _bool_option(options: Mapping[str, str], name: str, default: bool) -> bool:
     raise SourceError(f"option {name} must be true or false, got {raw!r}")
 
 
+def include_properties_option(options: Mapping[str, str]) -> bool:
+    """The ``includeProperties`` option of Spark's options (any case); `SourceError` if it is not a boolean."""
+    return _bool_option({str(key).lower(): value for key, value in options.items()}, "includeProperties", False)
+
+
 def _namesrv(options: Mapping[str, str]) -> str:
     namesrv = str(options.get("namesrv") or "").strip()
     if not namesrv:
@@ -152,6 +157,8 @@ class ReaderOptions:
     fail_on_data_loss: bool = True
     #: fail on a record that cannot be decoded, rather than read it as a row with ``decode_error`` set
     fail_on_bad_records: bool = False
+    #: add the ``properties`` map column (option ``includeProperties``; off, as Kafka's ``includeHeaders``)
+    include_properties: bool = False
     group: str | None = None
     pull_batch_size: int = DEFAULT_PULL_BATCH_SIZE
     max_records_per_partition: int = DEFAULT_MAX_RECORDS_PER_PARTITION
@@ -236,6 +243,7 @@ class ReaderOptions:
             max_messages_per_trigger=_int_option(options, "maxMessagesPerTrigger", None, 1),
             fail_on_data_loss=_bool_option(options, "failOnDataLoss", True),
             fail_on_bad_records=_bool_option(options, "failOnBadRecords", False),
+            include_properties=_bool_option(options, "includeProperties", False),
             group=group,
             pull_batch_size=_int_option(options, "pullBatchSize", DEFAULT_PULL_BATCH_SIZE, 1)
             or DEFAULT_PULL_BATCH_SIZE,
@@ -286,6 +294,7 @@ __all__ = [
     "Offsets",
     "ReaderOptions",
     "WriterOptions",
+    "include_properties_option",
     "offsets_from_json",
     "offsets_to_json",
     "queue_key",

@@ -29,7 +29,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadLimit, ReadMa
 from pyspark.sql.types import BinaryType, StringType, StructType
 
 from rocketflow.protocol.message import MessageQueue
-from rocketflow.spark.columns import SCHEMA_DDL, UndecodableRecordError, records_to_batch
+from rocketflow.spark.columns import UndecodableRecordError, records_to_batch, schema_ddl
 from rocketflow.spark.connection import Connection, SourceError, get_connection
 from rocketflow.spark.options import (
     EARLIEST,
@@ -37,6 +37,7 @@ from rocketflow.spark.options import (
     Offsets,
     ReaderOptions,
     WriterOptions,
+    include_properties_option,
     offsets_from_json,
     offsets_to_json,
 )
@@ -144,17 +145,18 @@ class _Reading:
             for data in _pieces(chunk.bodies):
                 try:
                     batch = records_to_batch(data, partition.topic, partition.broker,
-                                             fail_on_bad_records=options.fail_on_bad_records)
+                                             fail_on_bad_records=options.fail_on_bad_records,
+                                             include_properties=options.include_properties)
                 except UndecodableRecordError as exc:
                     raise SourceError(f"{partition.queue}: {exc}; set failOnBadRecords=false to read such records "
                                       "as rows with their stored body and the reason in decode_error") from None
-                offsets = np.asarray(batch.column(3))
+                offsets = np.asarray(batch.column("queue_offset"))
                 keep = (offsets >= partition.start) & (offsets < partition.end)
                 if tag_values is not None:
                     # an undecodable record whose tags cannot be read is kept: it is not known not to match
-                    tags_column = batch.column(6)
+                    tags_column = batch.column("tags")
                     wanted = pc.or_(pc.is_in(tags_column, value_set=tag_values).fill_null(False),
-                                    pc.and_(pc.is_null(tags_column), pc.is_valid(batch.column(12))))
+                                    pc.and_(pc.is_null(tags_column), pc.is_valid(batch.column("decode_error"))))
                     keep &= np.asarray(wanted, dtype=bool)
                 if not keep.all():
                     batch = batch.filter(pa.array(keep))
@@ -353,7 +355,8 @@ class RocketMQDataSource(DataSource):
         return "rocketmq"
 
     def schema(self) -> str:
-        return SCHEMA_DDL
+        """The columns; ``properties`` only with ``includeProperties=true``."""
+        return schema_ddl(include_properties_option(self.options))
 
     def reader(self, schema: StructType) -> DataSourceReader:
         return RocketMQBatchReader(ReaderOptions.parse(self.options, streaming=False))
