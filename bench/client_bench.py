@@ -16,7 +16,7 @@ subprocess (free ports, temporary store) and, with 100-byte messages on topics o
 7. Redis Streams (Debian `redis-server`, redis-py + hiredis): pipelined XADD, then XREADGROUP + XACK;
    then its latency at the same rate: a producer process paced as ours with one XADD a message over
    8 streams, and a consumer process in a blocking XREADGROUP (its XACKs in the same round trip);
-8. NATS JetStream (Debian `nats-server`, file storage; nats-py), the latency figure issue 5 quotes:
+8. NATS JetStream (Debian `nats-server`, file storage; nats-py), a second latency peer:
    the same rate from an asyncio producer process paced as ours (each publish awaits its PubAck) to
    an asyncio consumer process with a push subscription acking each message (`--no-nats` skips it;
    skipped as well when nats-server or nats-py is missing).
@@ -685,7 +685,7 @@ def run_redis_latency(rate: int, seconds: float, progress: Progress, work_dir: P
         server.stop()
 
 
-#: NATS JetStream's end-to-end latency (issue 5 quotes it, with nats-py, at ~1.9 ms p99): an asyncio
+#: NATS JetStream's end-to-end latency with nats-py, the second latency peer: an asyncio
 #: producer process paced by a timerfd as our asyncio producer is, each publish a task awaiting its
 #: PubAck, and an asyncio consumer process with a push subscription acking each message; both on
 #: uvloop, as our client is.

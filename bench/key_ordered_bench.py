@@ -6,7 +6,7 @@ messages over ``--keys`` (default 1,000) sharding keys into a topic of 8 queues 
 consumes them all with four new groups from the first offset, one after the other:
 
 1. a listener that sleeps ``--sleep-ms`` (default 5 ms): orderly mode, then key-ordered mode (the
-   target of issue 8: key-ordered >= 10x orderly);
+   target: key-ordered >= 10x orderly);
 2. a no-op listener: concurrent mode, then key-ordered mode (target >= 0.9x).
 
 Both modes of a pair run with the same settings: ``--threads`` consume threads (default 128: a

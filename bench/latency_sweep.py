@@ -36,7 +36,7 @@ from client_bench import LATENCY_MODES, LATENCY_TOPIC, REPO_ROOT, create_topic, 
 from rocketflow import Producer
 from rocketflow.client.admin import Admin
 
-#: the latency target of issue 5 (p99, ms)
+#: the latency target (p99, ms)
 P99_TARGET_MS = 2.0
 #: the broker's long-polling counters (GET_BROKER_RUNTIME_INFO), read around each phase
 LONG_POLLING_KEYS = {"suspended": "pullRequestsSuspended", "woken_by_message": "pullRequestsWokenByMessage",
