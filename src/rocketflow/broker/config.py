@@ -80,7 +80,8 @@ class BrokerConfig:
     compressed_register: bool = False
     flush_consumer_offset_interval_ms: int = 5000
     flush_delay_offset_interval_ms: int = 10_000
-    #: persist topics.json / subscriptionGroup.json this often too (they are also written on change)
+    #: fold the topic / group journals into topics.json / subscriptionGroup.json this often (changes reach
+    #: the journals at once, in batches; see rocketflow.store.config_file)
     flush_config_interval_ms: int = 5000
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
     region_id: str = "DefaultRegion"

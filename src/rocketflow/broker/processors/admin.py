@@ -11,7 +11,7 @@ from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from rocketflow.broker.config import BrokerConfigError, config_overrides_from_properties
-from rocketflow.broker.processors.common import check_names, error
+from rocketflow.broker.processors.common import answer_when_written, check_names, error
 from rocketflow.net import RemotingError, RequestContext, not_supported_remark
 from rocketflow.protocol.bodies import (
     Connection,
@@ -236,7 +236,8 @@ class AdminBrokerProcessor:
 
     # ------------------------------------------------------------------ topics
 
-    def update_and_create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_topic(self, ctx: RequestContext,
+                                request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = CreateTopicRequestHeader.from_command(request)
         topic = header.topic
         try:
@@ -258,9 +259,10 @@ class AdminBrokerProcessor:
         config = TopicConfig(topic, header.read_queue_nums, header.write_queue_nums, header.perm, filter_type,
                              header.topic_sys_flag or 0, header.order)
         self.broker.topics.update(config)
-        return request.make_response(ResponseCode.SUCCESS)
+        return answer_when_written(self.broker.topics.written(), request.make_response(ResponseCode.SUCCESS))
 
-    def delete_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def delete_topic(self, ctx: RequestContext,
+                     request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = DeleteTopicRequestHeader.from_command(request)
         topic = header.topic
         try:
@@ -271,7 +273,7 @@ class AdminBrokerProcessor:
             return error(request, ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
         self.broker.topics.delete(topic)
         self.broker.store.delete_topics([topic])
-        return request.make_response(ResponseCode.SUCCESS)
+        return answer_when_written(self.broker.topics.written(), request.make_response(ResponseCode.SUCCESS))
 
     def get_all_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.broker.topics.snapshot().encode())
@@ -378,7 +380,8 @@ class AdminBrokerProcessor:
 
     # ------------------------------------------------------------------ subscription groups
 
-    def update_and_create_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_subscription_group(self, ctx: RequestContext,
+                                             request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         config = SubscriptionGroupConfig.decode(request.body)
         try:
             validate_group(config.group_name)
@@ -388,17 +391,18 @@ class AdminBrokerProcessor:
             return error(request, ResponseCode.SYSTEM_ERROR,
                          "retryQueueNums must be >= 0 and retryMaxTimes >= -1")
         self.broker.groups.update(config)
-        return request.make_response(ResponseCode.SUCCESS)
+        return answer_when_written(self.broker.groups.written(), request.make_response(ResponseCode.SUCCESS))
 
     def get_all_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.broker.groups.snapshot().encode())
 
-    def delete_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def delete_subscription_group(self, ctx: RequestContext,
+                                  request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = DeleteSubscriptionGroupRequestHeader.from_command(request)
         self.broker.groups.delete(header.group_name)
         if header.remove_offset:
             self.broker.offsets.remove_group(header.group_name)
-        return request.make_response(ResponseCode.SUCCESS)
+        return answer_when_written(self.broker.groups.written(), request.make_response(ResponseCode.SUCCESS))
 
     # ------------------------------------------------------------------ broker
 
