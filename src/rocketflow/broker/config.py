@@ -25,6 +25,11 @@ DEFAULT_MESSAGE_DELAY_LEVEL: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 1
 _DELAY_UNITS_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
+#: Settings bounding one request (each must be positive).
+REQUEST_BOUNDS: Final = ("max_groups_per_heartbeat", "max_subscriptions_per_group", "max_tags_per_subscription",
+                         "max_subscription_length")
+
+
 class BrokerConfigError(ValueError):
     """A setting that cannot be used (unknown name, bad value)."""
 
@@ -149,6 +154,16 @@ class BrokerConfig:
     tls_client_trust_cert_path: Path | None = None
     #: do not verify name-server certificates (``tls.test.mode.enable``; RocketMQ's default is true, ours false)
     tls_test_mode_enable: bool = False
+    # Bounds of one request where RocketMQ has none besides the frame size (rocketflow's own settings;
+    # a request past one is refused with a remark naming it; see docs/limits.md)
+    #: consumer groups, and producer groups, one HEART_BEAT may list
+    max_groups_per_heartbeat: int = 1024
+    #: topic subscriptions of one consumer group in a HEART_BEAT
+    max_subscriptions_per_group: int = 1024
+    #: distinct tags of one subscription (``"TagA || TagB"``: a pull's, a heartbeat's, CHECK_CLIENT_CONFIG's)
+    max_tags_per_subscription: int = 1024
+    #: characters of one subscription expression (a tag or SQL92 subscription)
+    max_subscription_length: int = 65536
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -161,6 +176,9 @@ class BrokerConfig:
             raise BrokerConfigError(f"broker_permission must be PermName bits 0..15, got {self.broker_permission}")
         if self.max_message_size <= 0:
             raise BrokerConfigError(f"max_message_size must be positive, got {self.max_message_size}")
+        for name in REQUEST_BOUNDS:
+            if getattr(self, name) <= 0:
+                raise BrokerConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if not self.broker_name or not self.cluster:
             raise BrokerConfigError("broker_name and cluster must not be empty")
         if self.store.broker_role is BrokerRole.SLAVE:
