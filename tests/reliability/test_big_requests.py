@@ -8,7 +8,9 @@ list membership). Here, over raw TCP, while a probe client keeps sending a cheap
   second and the probe's requests are answered meanwhile; one past the bound is refused, naming it,
   and registers nothing;
 * pulls naming 4,000 to 64,000 tags (under a raised ``maxTagsPerSubscription``) cost time linear in
-  the tags; past the default bound the pull is refused with SUBSCRIPTION_PARSE_FAILED naming it.
+  the tags; past the default bound the pull is refused with SUBSCRIPTION_PARSE_FAILED naming it;
+* the other bounds (queues of a lock request, lines of a config update, subscriptions of a group,
+  the name server's KV keys and values) refuse what is past them, naming the setting.
 """
 
 from __future__ import annotations
@@ -22,10 +24,12 @@ from reliability_helpers import LoopProbe, RawConnection, ServerProcess, broker_
 from rocketflow.protocol.bodies import (
     ConsumerData,
     HeartbeatData,
+    LockBatchRequestBody,
     ProducerData,
     SubscriptionData,
     SubscriptionGroupWrapper,
 )
+from rocketflow.protocol.message import MessageQueue
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 
@@ -137,3 +141,49 @@ def test_a_pull_naming_many_tags_costs_linear_time_and_past_the_bound_is_refused
             connection.close()
     finally:
         broker.stop()
+
+
+def test_requests_past_their_bounds_are_refused_naming_the_setting(tmp_path: Path) -> None:
+    """Bounds where RocketMQ has none: each refusal is quick, clear, and changes nothing."""
+    namesrv = ServerProcess(["namesrv", "--port", "0"], tmp_path / "namesrv.log")
+    broker = ServerProcess(broker_args(tmp_path / "store", "max_queues_per_request=64", "max_config_lines=8"),
+                           tmp_path / "broker.log")
+    try:
+        connection = RawConnection(broker.address)
+        try:
+            queues = {MessageQueue("BoundT", "broker-a", index) for index in range(65)}
+            lock = LockBatchRequestBody(consumer_group="bound_cg", client_id="bound-client", mq_set=queues)
+            response, _ = timed(connection, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, body=lock.encode()))
+            assert response.code == ResponseCode.SYSTEM_ERROR
+            assert "65 queues, more than maxQueuesPerRequest (64)" in (response.remark or "")
+            lock.mq_set = set(list(queues)[:64])
+            response, _ = timed(connection, RemotingCommand.request(RequestCode.LOCK_BATCH_MQ, body=lock.encode()))
+            assert response.code == ResponseCode.SUCCESS
+            lines = b"brokerPermission=6\n" * 9
+            response, _ = timed(connection, RemotingCommand.request(RequestCode.UPDATE_BROKER_CONFIG, body=lines))
+            assert response.code == ResponseCode.SYSTEM_ERROR
+            assert "more than 8 (maxConfigLines)" in (response.remark or "")
+            consumers = [ConsumerData("bound_cg", subscription_data_set=[
+                SubscriptionData(f"BoundT{index}", "*", set(), set(), 1) for index in range(1025)])]
+            body = HeartbeatData("bound-client", [], consumers).encode()
+            response, _ = timed(connection, RemotingCommand.request(RequestCode.HEART_BEAT, body=body))
+            assert response.code == ResponseCode.SYSTEM_ERROR
+            assert "subscribes to 1025 topics, more than maxSubscriptionsPerGroup (1024)" in (response.remark or "")
+        finally:
+            connection.close()
+        connection = RawConnection(namesrv.address)
+        try:
+            for fields, setting in (({"namespace": "BoundNs", "key": "k", "value": "v" * 65537},
+                                     "value is 65537 characters long, more than maxKvValueLength (65536)"),
+                                    ({"namespace": "BoundNs", "key": "k" * 1025, "value": "v"},
+                                     "key is 1025 characters long, more than maxKvKeyLength (1024)")):
+                response, _ = timed(connection, RemotingCommand.request(RequestCode.PUT_KV_CONFIG, fields))
+                assert response.code == ResponseCode.SYSTEM_ERROR and setting in (response.remark or "")
+            response, _ = timed(connection, RemotingCommand.request(RequestCode.GET_KVLIST_BY_NAMESPACE,
+                                                                    {"namespace": "BoundNs"}))
+            assert response.code == ResponseCode.QUERY_NOT_FOUND  # nothing was stored
+        finally:
+            connection.close()
+    finally:
+        broker.stop()
+        namesrv.stop()

@@ -113,3 +113,32 @@ def test_concurrent_creates_are_all_answered_and_survive_a_crash(tmp_path: Path)
         assert set(names) <= all_topics(broker.address)
     finally:
         broker.kill()
+
+
+def test_name_server_kv_puts_cost_the_same_at_any_size(tmp_path: Path) -> None:
+    """Each PUT_KV_CONFIG rewrote the whole KV file on the name server's loop: N puts cost O(N^2)."""
+    namesrv = ServerProcess(["namesrv", "--port", "0", "--set", f"kvConfigPath={tmp_path / 'kv.json'}"],
+                            tmp_path / "namesrv.log")
+    puts = scaled(1500, 6000)
+    try:
+        connection = RawConnection(namesrv.address)
+        try:
+            timings = []
+            for index in range(puts):
+                request = RemotingCommand.request(RequestCode.PUT_KV_CONFIG, {
+                    "namespace": "ChurnNs", "key": f"key{index:05d}", "value": "v" * 512})
+                started = time.perf_counter()
+                response = connection.request(request, 10)
+                timings.append(time.perf_counter() - started)
+                assert response is not None and response.code == ResponseCode.SUCCESS
+        finally:
+            connection.close()
+        first = sorted(timings[:SAMPLE])[SAMPLE // 2]
+        last = sorted(timings[-SAMPLE:])[SAMPLE // 2]
+        print(f"\nKV put median: first {SAMPLE} {first * 1000:.2f} ms, last {SAMPLE} (of {puts}) {last * 1000:.2f} ms")
+        assert last <= GROWTH_BOUND * first + SLACK_S, (first, last)
+        assert namesrv.stop(timeout=30) == 0
+        table = json.loads((tmp_path / "kv.json").read_text())["configTable"]["ChurnNs"]
+        assert len(table) == puts
+    finally:
+        namesrv.kill()

@@ -27,7 +27,7 @@ _DELAY_UNITS_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_00
 
 #: Settings bounding one request (each must be positive).
 REQUEST_BOUNDS: Final = ("max_groups_per_heartbeat", "max_subscriptions_per_group", "max_tags_per_subscription",
-                         "max_subscription_length")
+                         "max_subscription_length", "max_queues_per_request", "max_config_lines")
 
 
 class BrokerConfigError(ValueError):
@@ -164,6 +164,10 @@ class BrokerConfig:
     max_tags_per_subscription: int = 1024
     #: characters of one subscription expression (a tag or SQL92 subscription)
     max_subscription_length: int = 65536
+    #: queues one LOCK_BATCH_MQ / UNLOCK_BATCH_MQ may name
+    max_queues_per_request: int = 4096
+    #: lines of one UPDATE_BROKER_CONFIG body
+    max_config_lines: int = 1024
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -383,8 +387,12 @@ def parse_properties(text: str) -> list[tuple[int, str, str]]:
     return entries
 
 
-def config_overrides_from_properties(text: str, source: str = "broker.conf") -> dict[str, object]:
-    """Settings of a ``broker.conf`` as ``{"broker_field": value, "store.store_field": value}``."""
+def config_overrides_from_properties(text: str, source: str = "broker.conf", *,
+                                     max_lines: int | None = None) -> dict[str, object]:
+    """Settings of a ``broker.conf`` as ``{"broker_field": value, "store.store_field": value}``; more than
+    ``max_lines`` lines (None: no bound) raise `BrokerConfigError` before any is parsed."""
+    if max_lines is not None and text.count("\n") + 1 > max_lines:
+        raise BrokerConfigError(f"{source}: {text.count(chr(10)) + 1} lines, more than {max_lines} (maxConfigLines)")
     broker_types = _field_types(BrokerConfig)
     store_types = _field_types(StoreConfig)
     result: dict[str, object] = {}

@@ -41,7 +41,7 @@ import os
 import threading
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from rocketflow.protocol.bodies import (
     ConsumerOffsetTable,
@@ -199,6 +199,10 @@ class JournaledTable(Generic[ConfigT, WrapperT]):
         """A snapshot: the entry map copied (entries are replaced, never changed in place) and the version."""
         raise NotImplementedError
 
+    @property
+    def name(self) -> str:
+        return self.file.path.name
+
     @staticmethod
     def _name(config: ConfigT) -> str:
         return config.topic_name if isinstance(config, TopicConfig) else config.group_name
@@ -259,8 +263,7 @@ class JournaledTable(Generic[ConfigT, WrapperT]):
             try:
                 self.flush()
             except OSError as exc:
-                log.error("cannot persist %s (kept in memory, retried at the next persist): %s", self.file.path.name,
-                          exc)
+                log.error("cannot persist %s (kept in memory, retried at the next persist): %s", self.name, exc)
 
     def when_written(self) -> concurrent.futures.Future[bool]:
         """Done once every change made so far is on disk (True) or its write failed (False: the change
@@ -481,8 +484,17 @@ class SubscriptionGroupTable(JournaledTable[SubscriptionGroupConfig, Subscriptio
         return self.wrapper.subscription_group_table
 
 
+class Flushable(Protocol):
+    """What a `ConfigPersister` writes: something that writes its pending changes with `flush`."""
+
+    @property
+    def name(self) -> str: ...
+
+    def flush(self, *, block: bool = False) -> None: ...
+
+
 class ConfigPersister:
-    """One thread that writes the changes of its tables, so the broker's loop never does.
+    """One thread that writes the changes of its tables, so the server's loop never does.
 
     `wake` queues a changed table; the thread writes each queued table's pending changes in one go,
     so changes made while a write is under way share the next one (no fixed delay: a lone change is
@@ -492,7 +504,7 @@ class ConfigPersister:
     def __init__(self, name: str = "config-persister") -> None:
         self.name = name
         self._cond = threading.Condition()
-        self._queued: dict[JournaledTable[Any, Any], None] = {}
+        self._queued: dict[Flushable, None] = {}
         self._thread: threading.Thread | None = None
         self._stopping = False
 
@@ -506,7 +518,7 @@ class ConfigPersister:
             self._thread = threading.Thread(target=self._run, name=self.name, daemon=True)
             self._thread.start()
 
-    def wake(self, table: JournaledTable[Any, Any]) -> bool:
+    def wake(self, table: Flushable) -> bool:
         """Queue ``table`` for writing; False when the thread is not running (the caller writes)."""
         with self._cond:
             if self._thread is None or self._stopping:
@@ -538,10 +550,9 @@ class ConfigPersister:
                 try:
                     table.flush(block=True)
                 except OSError as exc:
-                    log.error("cannot persist %s (kept in memory, retried at the next persist): %s",
-                              table.file.path.name, exc)
+                    log.error("cannot persist %s (kept in memory, retried at the next persist): %s", table.name, exc)
                 except Exception:
-                    log.exception("persisting %s failed", table.file.path.name)
+                    log.exception("persisting %s failed", table.name)
 
 
 class ConsumerOffsetManager:

@@ -67,9 +67,9 @@ MAX_QUEUE_NUMS = 1024
 _LockBody = TypeVar("_LockBody", LockBatchRequestBody, UnlockBatchRequestBody)
 
 
-def _decode_lock_body(cls: type[_LockBody], data: bytes) -> _LockBody:
-    """A (UN)LOCK_BATCH_MQ body, strictly: a legal group, a client id, queues with a legal topic,
-    a broker name and an integer queue id >= 0 (`BodyDecodeError` naming the bad field otherwise)."""
+def _decode_lock_body(cls: type[_LockBody], data: bytes, max_queues: int) -> _LockBody:
+    """A (UN)LOCK_BATCH_MQ body, strictly: a legal group, a client id, at most ``max_queues`` queues with a
+    legal topic, a broker name and an integer queue id >= 0 (`BodyDecodeError` naming the bad field otherwise)."""
     name = cls.__name__
     if not data:
         raise BodyDecodeError(f"{name}: empty body")
@@ -92,6 +92,8 @@ def _decode_lock_body(cls: type[_LockBody], data: bytes) -> _LockBody:
     queues = parsed.get("mqSet")
     if queues is not None and not isinstance(queues, list):
         raise BodyDecodeError(f"{name}.mqSet: expected an array, got {queues!r}")
+    if queues is not None and len(queues) > max_queues:
+        raise BodyDecodeError(f"{name}.mqSet: {len(queues)} queues, more than maxQueuesPerRequest ({max_queues})")
     for index, queue in enumerate(queues or ()):
         where = f"{name}.mqSet[{index}]"
         if not isinstance(queue, dict):
@@ -160,12 +162,12 @@ class AdminBrokerProcessor:
     # ------------------------------------------------------------------ locks
 
     def lock_batch_mq(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        body = _decode_lock_body(LockBatchRequestBody, request.body)
+        body = _decode_lock_body(LockBatchRequestBody, request.body, self.broker.config.max_queues_per_request)
         locked = self.broker.locks.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.make_response(ResponseCode.SUCCESS, body=LockBatchResponseBody(locked).encode())
 
     def unlock_batch_mq(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        body = _decode_lock_body(UnlockBatchRequestBody, request.body)
+        body = _decode_lock_body(UnlockBatchRequestBody, request.body, self.broker.config.max_queues_per_request)
         self.broker.locks.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.make_response(ResponseCode.SUCCESS)
 
@@ -447,7 +449,8 @@ class AdminBrokerProcessor:
         broker = self.broker
         try:
             text = request.body.decode("utf-8")
-            overrides = config_overrides_from_properties(text, "UPDATE_BROKER_CONFIG")
+            overrides = config_overrides_from_properties(text, "UPDATE_BROKER_CONFIG",
+                                                         max_lines=broker.config.max_config_lines)
         except (UnicodeDecodeError, BrokerConfigError) as exc:
             return error(request, ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
         fixed = sorted(name for name in overrides if _fixed_at_start(name))
