@@ -252,18 +252,17 @@ class LoopProbe:
             self.latencies.clear()
 
     def worst(self) -> float:
-        """The slowest answer since `reset` (waits for the request in flight, at most 30 s)."""
-        deadline = time.monotonic() + 30
+        """The slowest answer since `reset`, once at least one request sent since has been answered (so a
+        request in flight during the measured work is counted; waits at most 60 s)."""
+        deadline = time.monotonic() + 60
         while True:
             with self._lock:
-                pending = self._pending_since
-                count = len(self.latencies)
-            if pending is None or time.monotonic() > deadline:
+                answered = bool(self.latencies) and self._pending_since is None
+                latencies = list(self.latencies)
+            if answered or self.failures or time.monotonic() > deadline:
                 break
             time.sleep(0.001)
-        with self._lock:
-            latencies = list(self.latencies)
         assert not self.failures, self.failures
-        assert latencies or count, "the probe got no answer"
-        return max(latencies, default=0.0)
+        assert latencies, "the probe got no answer"
+        return max(latencies)
 
