@@ -54,6 +54,7 @@ from rocketflow.protocol.message import Message, MessageQueue
 from rocketflow.protocol.tags import java_string_hash
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
+from rocketflow.remoting.frame import DEFAULT_MAX_FRAME_SIZE
 from rocketflow.remoting.headers import REQUEST_HEADERS, FieldKind
 
 pytestmark = pytest.mark.reliability
@@ -67,6 +68,8 @@ ABSOLUTE_S = 0.03
 HOLD_BOUND_S = 0.35 if not SOAK else 1.5
 #: a request not answered within this long is a failure (codes that may stay silent: `SILENT`)
 ANSWER_TIMEOUT_S = 20.0
+#: the largest body a frame carries with room for its header
+MAX_BODY = DEFAULT_MAX_FRAME_SIZE - 64 * 1024
 SILENT = {RequestCode.END_TRANSACTION, RequestCode.UNREGISTER_CLIENT}
 
 TOPIC = "SizeT"
@@ -158,7 +161,8 @@ def send_variants(code: int) -> list[Shape]:
         return RemotingCommand.request(code, shaped.ext_fields, shaped.body)
 
     return [
-        Shape(code, "body bytes", lambda n: build(b"b" * (255 * 1024 * n), {"WAIT": "true"})),
+        # 4080 KiB at 16x, under maxMessageSize; at 64x (soak) as big as a frame may be
+        Shape(code, "body bytes", lambda n: build(b"b" * min(255 * 1024 * n, MAX_BODY), {"WAIT": "true"})),
         Shape(code, "properties", lambda n: build(b"p", {f"k{i:04d}": f"v{i:04d}" for i in range(96 * n)})),
         Shape(code, "index keys", lambda n: build(b"k", {"KEYS": " ".join(f"key{i:04d}" for i in range(200 * n))})),
     ]

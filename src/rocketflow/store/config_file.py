@@ -11,10 +11,10 @@ and held the loop tens of ms each. So their changes go to a journal, `<file>.jou
 per changed entry (the entry or its removal, with the table's data version), appended and fsynced in
 batches by one `ConfigPersister` thread; changes made while a write is under way share the next one.
 The journal is folded into a new snapshot of the main file once it outgrows it (so the bytes written
-stay linear in the changes), every ``flushConfigInterval`` when it is not empty, and at stop. Loading
-reads the snapshot, then replays the journal's lines newer than it (a torn last line, from a crash
-during an append, is ignored). The main file is always a complete table in RocketMQ's format; it
-lags the journal by at most ``flushConfigInterval`` while the broker runs.
+stay linear in the changes), every ``flush_config_interval_ms`` when it is not empty, and at stop.
+Loading reads the snapshot, then replays the journal's lines newer than it (a torn last line, from a
+crash during an append, is ignored). The main file is always a complete table in RocketMQ's format; it
+lags the journal by at most ``flush_config_interval_ms`` while the broker runs.
 
 Durability: RocketMQ persists a table synchronously on every change before it answers. Here an
 admin change (UPDATE_AND_CREATE_TOPIC, DELETE_TOPIC_IN_BROKER, UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
