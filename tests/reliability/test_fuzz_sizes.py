@@ -96,6 +96,12 @@ class Shape:
 
 
 GOOD_VALUES = {FieldKind.INT: "0", FieldKind.LONG: "0", FieldKind.BOOL: "false", FieldKind.STRING: TOPIC}
+#: values a field needs to get an answer (END_TRANSACTION's 0 means "no answer", as in RocketMQ)
+GOOD_OVERRIDES = {"commitOrRollback": "8"}
+
+
+def good_value(wire: str, kind: FieldKind) -> str:
+    return GOOD_OVERRIDES.get(wire, GOOD_VALUES[kind])
 
 
 def long_header(code: int, n: int) -> RemotingCommand:
@@ -104,14 +110,14 @@ def long_header(code: int, n: int) -> RemotingCommand:
     fields = {f"stray{index}": "v" * 16 for index in range(64 * n)}
     if header is not None:
         for spec in header.header_fields():
-            fields[spec.wire] = ("S" * 1024 * n) if spec.kind is FieldKind.STRING else GOOD_VALUES[spec.kind]
+            fields[spec.wire] = ("S" * 1024 * n) if spec.kind is FieldKind.STRING else good_value(spec.wire, spec.kind)
     return RemotingCommand.request(code, fields)
 
 
 def junk_body(code: int, n: int) -> RemotingCommand:
     """The code's header well-formed and a body of 64n KiB of JSON that is no valid body of any code."""
     header = REQUEST_HEADERS.get(code)
-    fields = {spec.wire: GOOD_VALUES[spec.kind] for spec in header.header_fields()} if header is not None else {}
+    fields = {spec.wire: good_value(spec.wire, spec.kind) for spec in header.header_fields()} if header else {}
     body = b'{"junk":[' + b",".join([b'{"k":"0123456789"}'] * (3450 * n)) + b"]}"
     return RemotingCommand.request(code, fields, body)
 
@@ -268,7 +274,7 @@ def measure(connection: RawConnection, probe: LoopProbe, shape: Shape) -> Measur
         for request in requests:
             started = time.perf_counter()
             try:
-                response = connection.request(request, ANSWER_TIMEOUT_S if shape.code not in SILENT else 2.0)
+                response = connection.request(request, ANSWER_TIMEOUT_S if shape.code not in SILENT else 0.5)
             except TimeoutError:
                 if shape.code not in SILENT:
                     result.failure = f"{shape.label}: no answer at {n}x within {ANSWER_TIMEOUT_S:.0f} s"
