@@ -226,7 +226,7 @@ def broker_shapes() -> list[Shape]:
         Shape(code.UNLOCK_BATCH_MQ, "queues", lambda n: RemotingCommand.request(
             code.UNLOCK_BATCH_MQ, body=lock_body(UnlockBatchRequestBody, n))),
         Shape(code.UPDATE_BROKER_CONFIG, "lines", lambda n: RemotingCommand.request(
-            code.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6\n" * (256 * n))),
+            code.UPDATE_BROKER_CONFIG, body=b"brokerPermission=6\n" * (64 * n))),
         Shape(code.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP, "group config", lambda n: RemotingCommand.request(
             code.UPDATE_AND_CREATE_SUBSCRIPTIONGROUP,
             body=SubscriptionGroupConfig(f"SizeGroup{n}").encode()[:-1] + b"," + b",".join(

@@ -391,8 +391,10 @@ def config_overrides_from_properties(text: str, source: str = "broker.conf", *,
                                      max_lines: int | None = None) -> dict[str, object]:
     """Settings of a ``broker.conf`` as ``{"broker_field": value, "store.store_field": value}``; more than
     ``max_lines`` lines (None: no bound) raise `BrokerConfigError` before any is parsed."""
-    if max_lines is not None and text.count("\n") + 1 > max_lines:
-        raise BrokerConfigError(f"{source}: {text.count(chr(10)) + 1} lines, more than {max_lines} (maxConfigLines)")
+    if max_lines is not None:
+        lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+        if lines > max_lines:
+            raise BrokerConfigError(f"{source}: {lines} lines, more than {max_lines} (maxConfigLines)")
     broker_types = _field_types(BrokerConfig)
     store_types = _field_types(StoreConfig)
     result: dict[str, object] = {}
