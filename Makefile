@@ -35,7 +35,8 @@ typecheck: $(STAMP)
 
 check: lint typecheck test
 
-# The reliability suites with soak counts (more crash cycles, a million fuzz frames, longer churn).
+# The reliability suites with soak counts (more crash cycles, a million fuzz frames, longer churn,
+# the size fuzzer up to 64x).
 soak: $(STAMP)
 	ROCKETFLOW_SOAK=1 $(BIN)/python -m pytest -q -s --timeout=0 tests/reliability
 

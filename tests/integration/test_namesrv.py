@@ -332,6 +332,10 @@ def test_namesrv_command_settings_and_acl(tmp_path: Path) -> None:
                 routed = await admin.invoke(addr, RemotingCommand.request(
                     RequestCode.GET_ROUTEINFO_BY_TOPIC, {"topic": "TBW102"}), 5)
                 assert TopicRouteData.decode(routed.body).order_topic_conf == "broker-right:8"
+                for _ in range(100):  # the KV persister thread writes it within milliseconds of the answer
+                    if kv_path.exists() and "broker-right:8" in kv_path.read_text():
+                        break
+                    await asyncio.sleep(0.05)
                 assert "broker-right:8" in kv_path.read_text()
             finally:
                 for broker in brokers:

@@ -30,8 +30,8 @@ for _directory in ("broker", "client"):
 
 from broker_helpers import heartbeat_request, pull_request, send_request  # noqa: E402
 
-__all__ = ["SOAK", "RawConnection", "ServerProcess", "broker_args", "heartbeat_request", "pull_request", "scaled",
-           "send_request", "wait_until"]
+__all__ = ["SOAK", "LoopProbe", "RawConnection", "ServerProcess", "broker_args", "heartbeat_request", "pull_request",
+           "scaled", "send_request", "wait_until"]
 #: `make soak` sets ROCKETFLOW_SOAK=1: the suites run their long variants
 SOAK = os.environ.get("ROCKETFLOW_SOAK", "").strip() not in ("", "0", "false", "no")
 
@@ -145,6 +145,7 @@ class RawConnection:
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.decoder = FrameDecoder()
         self.responses: dict[int, RemotingCommand] = {}
+        self.server_requests: list[RemotingCommand] = []
         self.closed_by_peer = False
 
     def send_bytes(self, data: bytes) -> bool:
@@ -179,7 +180,10 @@ class RawConnection:
                 self.closed_by_peer = True
                 return None
             for command in self.decoder.feed(data):
-                self.responses[command.opaque] = command
+                if command.is_response:
+                    self.responses[command.opaque] = command
+                else:  # the server's own requests (NOTIFY_CONSUMER_IDS_CHANGED...) have opaques of their own
+                    self.server_requests.append(command)
         return self.responses.pop(opaque)
 
     def request(self, command: RemotingCommand, timeout: float = 10.0) -> RemotingCommand | None:
@@ -193,3 +197,72 @@ class RawConnection:
 
 def frame_length_word(frame: bytes) -> int:
     return int(struct.unpack_from(">i", frame, 0)[0]) if len(frame) >= 4 else -1
+
+
+class LoopProbe:
+    """How long a server's event loop is held: a thread sends a cheap request, waits for its answer, and
+    sends the next, recording each latency. `worst` is the slowest answer since the last `reset`,
+    counting a request still unanswered as pending for as long as it has been."""
+
+    def __init__(self, address: str, make_request: Callable[[], RemotingCommand], *, interval: float = 0.001) -> None:
+        self.address = address
+        self.make_request = make_request
+        self.interval = interval
+        self.latencies: list[float] = []
+        self._lock = threading.Lock()
+        self._pending_since: float | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="loop-probe", daemon=True)
+        self.failures: list[str] = []
+
+    def __enter__(self) -> LoopProbe:
+        self._thread.start()
+        deadline = time.monotonic() + 10
+        while not self.latencies and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert self.latencies, f"no answer to the probe's first request: {self.failures}"
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join(30)
+
+    def _run(self) -> None:
+        connection = RawConnection(self.address, timeout=60)
+        try:
+            while not self._stop.is_set():
+                request = self.make_request()
+                with self._lock:
+                    self._pending_since = time.perf_counter()
+                response = connection.request(request, 60)
+                with self._lock:
+                    started, self._pending_since = self._pending_since, None
+                    self.latencies.append(time.perf_counter() - (started or 0.0))
+                if response is None:
+                    self.failures.append("connection closed")
+                    return
+                time.sleep(self.interval)
+        except Exception as exc:  # reported by the test through `failures`
+            self.failures.append(repr(exc))
+        finally:
+            connection.close()
+
+    def reset(self) -> None:
+        with self._lock:
+            self.latencies.clear()
+
+    def worst(self) -> float:
+        """The slowest answer since `reset`, once at least one request sent since has been answered (so a
+        request in flight during the measured work is counted; waits at most 60 s)."""
+        deadline = time.monotonic() + 60
+        while True:
+            with self._lock:
+                answered = bool(self.latencies) and self._pending_since is None
+                latencies = list(self.latencies)
+            if answered or self.failures or time.monotonic() > deadline:
+                break
+            time.sleep(0.001)
+        assert not self.failures, self.failures
+        assert latencies, "the probe got no answer"
+        return max(latencies)
+

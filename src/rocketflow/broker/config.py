@@ -25,6 +25,11 @@ DEFAULT_MESSAGE_DELAY_LEVEL: Final = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 1
 _DELAY_UNITS_MS: Final = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
+#: Settings bounding one request (each must be positive).
+REQUEST_BOUNDS: Final = ("max_groups_per_heartbeat", "max_subscriptions_per_group", "max_tags_per_subscription",
+                         "max_subscription_length", "max_queues_per_request", "max_config_lines")
+
+
 class BrokerConfigError(ValueError):
     """A setting that cannot be used (unknown name, bad value)."""
 
@@ -80,7 +85,8 @@ class BrokerConfig:
     compressed_register: bool = False
     flush_consumer_offset_interval_ms: int = 5000
     flush_delay_offset_interval_ms: int = 10_000
-    #: persist topics.json / subscriptionGroup.json this often too (they are also written on change)
+    #: fold the topic / group journals into topics.json / subscriptionGroup.json this often (changes reach
+    #: the journals at once, in batches; see rocketflow.store.config_file)
     flush_config_interval_ms: int = 5000
     message_delay_level: str = DEFAULT_MESSAGE_DELAY_LEVEL
     region_id: str = "DefaultRegion"
@@ -148,6 +154,20 @@ class BrokerConfig:
     tls_client_trust_cert_path: Path | None = None
     #: do not verify name-server certificates (``tls.test.mode.enable``; RocketMQ's default is true, ours false)
     tls_test_mode_enable: bool = False
+    # Bounds of one request where RocketMQ has none besides the frame size (rocketflow's own settings;
+    # a request past one is refused with a remark naming it; see docs/limits.md)
+    #: consumer groups, and producer groups, one HEART_BEAT may list
+    max_groups_per_heartbeat: int = 1024
+    #: topic subscriptions of one consumer group in a HEART_BEAT
+    max_subscriptions_per_group: int = 1024
+    #: distinct tags of one subscription (``"TagA || TagB"``: a pull's, a heartbeat's, CHECK_CLIENT_CONFIG's)
+    max_tags_per_subscription: int = 1024
+    #: characters of one subscription expression (a tag or SQL92 subscription)
+    max_subscription_length: int = 65536
+    #: queues one LOCK_BATCH_MQ / UNLOCK_BATCH_MQ may name
+    max_queues_per_request: int = 4096
+    #: lines of one UPDATE_BROKER_CONFIG body
+    max_config_lines: int = 1024
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
@@ -160,6 +180,9 @@ class BrokerConfig:
             raise BrokerConfigError(f"broker_permission must be PermName bits 0..15, got {self.broker_permission}")
         if self.max_message_size <= 0:
             raise BrokerConfigError(f"max_message_size must be positive, got {self.max_message_size}")
+        for name in REQUEST_BOUNDS:
+            if getattr(self, name) <= 0:
+                raise BrokerConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if not self.broker_name or not self.cluster:
             raise BrokerConfigError("broker_name and cluster must not be empty")
         if self.store.broker_role is BrokerRole.SLAVE:
@@ -364,8 +387,14 @@ def parse_properties(text: str) -> list[tuple[int, str, str]]:
     return entries
 
 
-def config_overrides_from_properties(text: str, source: str = "broker.conf") -> dict[str, object]:
-    """Settings of a ``broker.conf`` as ``{"broker_field": value, "store.store_field": value}``."""
+def config_overrides_from_properties(text: str, source: str = "broker.conf", *,
+                                     max_lines: int | None = None) -> dict[str, object]:
+    """Settings of a ``broker.conf`` as ``{"broker_field": value, "store.store_field": value}``; more than
+    ``max_lines`` lines (None: no bound) raise `BrokerConfigError` before any is parsed."""
+    if max_lines is not None:
+        lines = text.count("\n") + (0 if text.endswith("\n") else 1)
+        if lines > max_lines:
+            raise BrokerConfigError(f"{source}: {lines} lines, more than {max_lines} (maxConfigLines)")
     broker_types = _field_types(BrokerConfig)
     store_types = _field_types(StoreConfig)
     result: dict[str, object] = {}

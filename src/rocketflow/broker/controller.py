@@ -43,7 +43,7 @@ from rocketflow.protocol.ids import pack_host
 from rocketflow.protocol.names import is_readable, is_writeable
 from rocketflow.remoting.command import ROCKETMQ_VERSION
 from rocketflow.store import AppendResult, BrokerRole, MessageStore, PutMessageStatus
-from rocketflow.store.config_file import ConsumerOffsetManager, DelayOffsetManager
+from rocketflow.store.config_file import ConfigPersister, ConsumerOffsetManager, DelayOffsetManager
 from rocketflow.store.ha import HAClient, HAService
 
 logger = logging.getLogger("rocketflow.broker")
@@ -108,6 +108,9 @@ class BrokerController:
         self.groups = SubscriptionGroupManager(config)
         self.offsets = ConsumerOffsetManager(config.store.config_dir)
         self.delay_offsets = DelayOffsetManager(config.store.config_dir)
+        #: writes topic and group changes off the loop, in batches (see rocketflow.store.config_file)
+        self.config_persister = ConfigPersister(name=f"config-persister {config.broker_name}")
+        self.config_persister.attach(self.topics.table, self.groups.table)
         self.clients = ClientManager(notify_enabled=lambda: config.notify_consumer_ids_changed_enable,
                                      channel_expired_ms=config.channel_expired_timeout_ms)
         self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time_ms)
@@ -221,12 +224,20 @@ class BrokerController:
         self.groups.load()
         self.offsets.load()
         self.delay_offsets.load()
-        await asyncio.to_thread(self.store.start)
+        self.topics.persist()
+        self.groups.persist()
+        self.config_persister.start()
+        try:
+            await asyncio.to_thread(self.store.start)
+        except BaseException:
+            await asyncio.to_thread(self.config_persister.stop)
+            raise
         try:
             self.store.add_dispatch_run_listener(self.hold_service.notify_messages_arriving)
             self.hold_service.start()
             await self.server.start()
         except BaseException:
+            await asyncio.to_thread(self.config_persister.stop)
             await asyncio.to_thread(self.store.shutdown)
             raise
         self.store_host = pack_host(self.broker_ip, self.server.port)
@@ -234,11 +245,10 @@ class BrokerController:
             await self._start_replication()
         except BaseException:
             await self.server.stop()
+            await asyncio.to_thread(self.config_persister.stop)
             await asyncio.to_thread(self.store.shutdown)
             raise
         self._started = True
-        self.topics.persist()
-        self.groups.persist()
         if not self.is_slave:  # a slave neither delivers delayed messages nor checks transactions back
             self.schedule.start()
             self.transactions.start()
@@ -293,6 +303,7 @@ class BrokerController:
         await self.hold_service.stop()
         await self.server.stop()
         await self._stop_replication()
+        await asyncio.to_thread(self.config_persister.stop)
         self.persist_all()
         await asyncio.to_thread(self.store.shutdown)
         self._started = False
@@ -316,8 +327,12 @@ class BrokerController:
                 logger.exception("cannot persist %s", what)
 
     def _persist_configs(self) -> None:
-        self.topics.persist()
-        self.groups.persist()
+        """Fold the topic and group journals into their files (a failed write is retried here)."""
+        for what, table in (("topics", self.topics.table), ("subscription groups", self.groups.table)):
+            try:
+                table.persist_if_changed()
+            except OSError as exc:
+                logger.error("cannot persist %s (kept in memory, retried at the next persist): %s", what, exc)
 
     def _every(self, interval_ms: int, action: Callable[[], object], what: str, *, in_thread: bool = False) -> None:
         async def run() -> None:

@@ -107,11 +107,14 @@ class NamesrvRegistrar:
     async def register_all(self) -> None:
         if not self.namesrv_addresses:
             return
-        await asyncio.gather(*(self._register_one(addr) for addr in self.namesrv_addresses))
+        # the body encodes the whole topic table (tens of ms for thousands of topics): off the loop
+        requests = await asyncio.to_thread(lambda: [self._request() for _ in self.namesrv_addresses])
+        await asyncio.gather(*(self._register_one(addr, request)
+                               for addr, request in zip(self.namesrv_addresses, requests, strict=True)))
 
-    async def _register_one(self, addr: str) -> None:
+    async def _register_one(self, addr: str, request: RemotingCommand) -> None:
         try:
-            response = await self.client.invoke(addr, self._request(), self.timeout_ms / 1000)
+            response = await self.client.invoke(addr, request, self.timeout_ms / 1000)
         except RemotingError as exc:
             logger.warning("register broker %s to name server %s failed: %s", self.broker_name, addr, exc)
             return

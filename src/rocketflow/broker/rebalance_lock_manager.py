@@ -10,7 +10,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 from rocketflow.protocol.message import MessageQueue
@@ -31,6 +31,12 @@ class LockEntry:
 
     def is_locked_by(self, client_id: str, now_ms: int, max_live_ms: int) -> bool:
         return self.client_id == client_id and not self.is_expired(now_ms, max_live_ms)
+
+
+def _some(items: Sequence[object], shown: int = 4) -> str:
+    """The first few of ``items``, and how many more."""
+    text = ", ".join(map(str, items[:shown]))
+    return text if len(items) <= shown else f"{text} and {len(items) - shown} more"
 
 
 def _now_ms() -> int:
@@ -67,6 +73,9 @@ class RebalanceLockManager:
                 not_locked.append(queue)
         if not not_locked:
             return locked
+        # one log line a batch, naming a few queues: a batch may hold thousands
+        newly: list[MessageQueue] = []
+        taken_over: list[tuple[MessageQueue, str]] = []
         with self._lock:
             group_table = self._table.setdefault(group, {})
             for queue in not_locked:
@@ -74,23 +83,26 @@ class RebalanceLockManager:
                 if entry is None:
                     group_table[queue] = LockEntry(client_id, now)
                     locked.add(queue)
-                    logger.info("%s: %s locked by %s", group, queue, client_id)
+                    newly.append(queue)
                 elif entry.is_locked_by(client_id, now, max_live):
                     entry.last_update_timestamp = now
                     locked.add(queue)
                 elif entry.is_expired(now, max_live):
-                    logger.warning("%s: %s lock of %s expired, now locked by %s", group, queue, entry.client_id,
-                                   client_id)
+                    taken_over.append((queue, entry.client_id))
                     entry.client_id = client_id
                     entry.last_update_timestamp = now
                     locked.add(queue)
-                else:
-                    logger.debug("%s: %s stays locked by %s (asked by %s)", group, queue, entry.client_id,
-                                 client_id)
+        if newly:
+            logger.info("%s: %d queues locked by %s: %s", group, len(newly), client_id, _some(newly))
+        if taken_over:
+            logger.warning("%s: %d expired locks taken over by %s: %s", group, len(taken_over), client_id,
+                           _some([f"{queue} (was {owner})" for queue, owner in taken_over]))
         return locked
 
     def unlock_batch(self, group: str, queues: Iterable[MessageQueue], client_id: str) -> None:
         """Release the queues held by ``client_id``; locks of other clients are left alone."""
+        unlocked: list[MessageQueue] = []
+        refused: list[str] = []
         with self._lock:
             group_table = self._table.get(group)
             if group_table is None:
@@ -101,12 +113,16 @@ class RebalanceLockManager:
                     continue
                 if entry.client_id == client_id:
                     del group_table[queue]
-                    logger.info("%s: %s unlocked by %s", group, queue, client_id)
+                    unlocked.append(queue)
                 else:
-                    logger.warning("%s: %s is locked by %s, %s cannot unlock it", group, queue, entry.client_id,
-                                   client_id)
+                    refused.append(f"{queue} (locked by {entry.client_id})")
             if not group_table:
                 del self._table[group]
+        if unlocked:
+            logger.info("%s: %d queues unlocked by %s: %s", group, len(unlocked), client_id, _some(unlocked))
+        if refused:
+            logger.warning("%s: %s cannot unlock %d queues locked by others: %s", group, client_id, len(refused),
+                           _some(refused))
 
     def entry_counts(self) -> dict[str, int]:
         """group -> lock entries held in the table (expired ones included until taken over or released)."""

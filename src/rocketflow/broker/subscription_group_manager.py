@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 
 from rocketflow.broker.config import BrokerConfig
@@ -49,8 +50,11 @@ class SubscriptionGroupManager:
         return self.table.wrapper.data_version
 
     def snapshot(self) -> SubscriptionGroupWrapper:
-        version = self.table.wrapper.data_version
-        return SubscriptionGroupWrapper(dict(self.table.groups), DataVersion(version.timestamp, version.counter))
+        return self.table.snapshot()
+
+    def written(self) -> concurrent.futures.Future[bool]:
+        """Done once every change so far is on disk (True), or its write failed (False)."""
+        return self.table.when_written()
 
     def get(self, group: str) -> SubscriptionGroupConfig | None:
         return self.table.get(group)

@@ -3,11 +3,13 @@
 System topics are added at start (as RocketMQ 4.9.3's TopicConfigManager does); other topics are
 created by admin requests, on a send to an unknown topic from a default topic that has
 PERM_INHERIT, or for retry / dead-letter queues. Every change bumps the table's data version,
-is persisted, and calls ``on_change`` (the broker then re-registers with its name servers).
+is persisted (off the loop, see `rocketflow.store.config_file`), and calls ``on_change`` (the broker
+then re-registers with its name servers).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 from collections.abc import Callable
 
@@ -95,20 +97,24 @@ class TopicConfigManager:
         return found is not None and found.order
 
     def snapshot(self) -> TopicConfigSerializeWrapper:
-        """A copy of the table and its data version (for REGISTER_BROKER and GET_ALL_TOPIC_CONFIG)."""
-        table = self.table.topics
-        copied = {
+        """A copy of the table and its data version (for REGISTER_BROKER and GET_ALL_TOPIC_CONFIG); safe
+        to take from any thread."""
+        wrapper = self.table.snapshot()
+        wrapper.topic_config_table = {
             name: TopicConfig(c.topic_name, c.read_queue_nums, c.write_queue_nums, c.perm, c.topic_filter_type,
                               c.topic_sys_flag, c.order)
-            for name, c in table.items()
+            for name, c in wrapper.topic_config_table.items()
         }
-        version = self.table.data_version
-        return TopicConfigSerializeWrapper(copied, DataVersion(version.timestamp, version.counter))
+        return wrapper
+
+    def written(self) -> concurrent.futures.Future[bool]:
+        """Done once every change so far is on disk (True), or its write failed (False; see `TopicConfigTable`)."""
+        return self.table.when_written()
 
     # ------------------------------------------------------------------ changes
 
     def update(self, topic_config: TopicConfig) -> None:
-        """Create or replace a topic (admin), persist, notify."""
+        """Create or replace a topic (admin), persist (see `written`), notify."""
         topic_config.perm = int(topic_config.perm)
         self.table.put(topic_config)
         logger.info("topic %s created/updated: %s", topic_config.topic_name, topic_config)

@@ -36,6 +36,10 @@ class NamesrvConfig:
     kv_config_path: Path | None = None
     #: Idle connections are closed after this long (server channel max idle, 120 s).
     channel_max_idle_seconds: float = 120.0
+    #: PUT_KV_CONFIG bounds RocketMQ does not have (rocketflow's own; see docs/limits.md): characters of a
+    #: namespace or key, and of a value
+    max_kv_key_length: int = 1024
+    max_kv_value_length: int = 65536
     #: Check every request against a plain ACL file (rocketflow's own: RocketMQ 4.9.3's name server has no ACL).
     acl_enable: bool = False
     #: The ACL file; None = ``~/conf/plain_acl.yml``.
@@ -58,6 +62,9 @@ class NamesrvConfig:
     protect_live_brokers: bool = True
 
     def __post_init__(self) -> None:
+        for name in ("max_kv_key_length", "max_kv_value_length"):
+            if getattr(self, name) <= 0:
+                raise NamesrvConfigError(f"{name} must be positive, got {getattr(self, name)}")
         self.tls_server_settings()
 
     @property

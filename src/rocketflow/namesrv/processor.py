@@ -234,6 +234,9 @@ class NamesrvProcessor:
 
     def put_kv_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = PutKVConfigRequestHeader.from_command(request)
+        refusal = self.kv_config.check(header.namespace, header.key, header.value)
+        if refusal is not None:
+            return request.make_response(ResponseCode.SYSTEM_ERROR, remark=refusal)
         self.kv_config.put(header.namespace, header.key, header.value)
         return request.make_response()
 

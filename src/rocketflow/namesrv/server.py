@@ -13,6 +13,7 @@ from rocketflow.namesrv.kv_config import KVConfigManager
 from rocketflow.namesrv.processor import NamesrvProcessor
 from rocketflow.namesrv.route_info_manager import RouteInfoManager
 from rocketflow.net import Channel, RemotingServer
+from rocketflow.store.config_file import ConfigPersister
 
 logger = logging.getLogger("rocketflow.namesrv")
 
@@ -23,7 +24,12 @@ class NameServer:
     def __init__(self, config: NamesrvConfig | None = None) -> None:
         self.config = config or NamesrvConfig()
         self.routes = RouteInfoManager()
-        self.kv_config = KVConfigManager(path=self.config.kv_config_path)
+        self.kv_config = KVConfigManager(path=self.config.kv_config_path,
+                                         max_key_length=self.config.max_kv_key_length,
+                                         max_value_length=self.config.max_kv_value_length)
+        #: writes the KV config off the loop
+        self.kv_persister = ConfigPersister(name="namesrv-kv-persister")
+        self.kv_config.persister = self.kv_persister
         self.server = RemotingServer(
             self.config.host,
             self.config.port,
@@ -55,7 +61,12 @@ class NameServer:
         if self.acl_file is not None:
             self.acl_file.load()
         self.kv_config.load()
-        await self.server.start()
+        self.kv_persister.start()
+        try:
+            await self.server.start()
+        except BaseException:
+            await asyncio.to_thread(self.kv_persister.stop)
+            raise
         self._scanner = asyncio.get_running_loop().create_task(self._scan_loop())
         logger.info("name server listening on %s", self.address)
         if not self.config.acl_enable and not is_loopback_host(self.config.host):
@@ -71,6 +82,11 @@ class NameServer:
                 await self._scanner
             self._scanner = None
         await self.server.stop()
+        await asyncio.to_thread(self.kv_persister.stop)
+        try:
+            self.kv_config.flush(block=True)
+        except OSError as exc:
+            logger.error("cannot persist the KV config: %s", exc)
         logger.info("name server on %s stopped", self.address)
 
     async def __aenter__(self) -> NameServer:

@@ -23,6 +23,10 @@ class SubscriptionParseError(ValueError):
     """A subscription expression that names no tag (e.g. ``"||"``)."""
 
 
+class SubscriptionTooLargeError(SubscriptionParseError):
+    """A subscription expression past a bound (characters or tags) its reader sets."""
+
+
 def java_string_hash(text: str) -> int:
     """Java's ``String.hashCode()``: 31-polynomial over UTF-16 code units, wrapped to a signed int32.
 
@@ -96,11 +100,13 @@ class Subscription:
         return tags is not None and tags in self._tags_lookup
 
 
-def parse_subscription(expression: str | None) -> Subscription:
-    """Parse ``"TagA || TagB"``: split on ``||``, trim each tag, drop empty ones.
+def parse_subscription(expression: str | None, *, max_tags: int | None = None,
+                       max_length: int | None = None) -> Subscription:
+    """Parse ``"TagA || TagB"``: split on ``||``, trim each tag, drop empty and repeated ones.
 
     None, an empty or blank expression and ``"*"`` give SUB_ALL. An expression with separators but
-    no tag raises `SubscriptionParseError`.
+    no tag raises `SubscriptionParseError`, and so does one longer than ``max_length`` characters or
+    naming more than ``max_tags`` distinct tags (None: no bound). Linear in the expression's length.
     """
     if expression is None:
         return Subscription(SUB_ALL)
@@ -108,21 +114,20 @@ def parse_subscription(expression: str | None) -> Subscription:
         raise SubscriptionParseError(
             f"subscription expression must be a string, not {type(expression).__name__}"
         )
+    if max_length is not None and len(expression) > max_length:
+        raise SubscriptionTooLargeError(
+            f"subscription expression is {len(expression)} characters long, more than {max_length}"
+        )
     stripped = expression.strip()
     if not stripped or stripped == SUB_ALL:
         return Subscription(SUB_ALL)
-    tags: list[str] = []
-    for part in stripped.split(TAG_SEPARATOR):
-        tag = part.strip()
-        if tag and tag not in tags:
-            tags.append(tag)
+    # dicts keep the first occurrence's order and look up in O(1)
+    tags = list(dict.fromkeys(tag for tag in (part.strip() for part in stripped.split(TAG_SEPARATOR)) if tag))
     if not tags:
         raise SubscriptionParseError(f"subscription expression {expression!r} names no tag")
-    codes: list[int] = []
-    for tag in tags:
-        code = java_string_hash(tag)
-        if code not in codes:
-            codes.append(code)
+    if max_tags is not None and len(tags) > max_tags:
+        raise SubscriptionTooLargeError(f"subscription expression names {len(tags)} tags, more than {max_tags}")
+    codes = list(dict.fromkeys(java_string_hash(tag) for tag in tags))
     return Subscription(expression, tags, codes)
 
 
@@ -131,6 +136,7 @@ __all__ = [
     "TAG_SEPARATOR",
     "Subscription",
     "SubscriptionParseError",
+    "SubscriptionTooLargeError",
     "java_string_hash",
     "parse_subscription",
     "tags_code",

@@ -66,6 +66,9 @@ _I32 = struct.Struct(">i")
 _UNIT_DTYPE = np.dtype([("phys", ">i8"), ("size", ">i4"), ("tags", ">i8")])
 #: Pulls of at least this many messages scan the consume queue with numpy (see `_read_queue_vectorized`).
 VECTORIZED_PULL_MIN = 128
+#: a pull's scan window grows with its maxMsgNums up to this many units (the clients' own bound on
+#: pullBatchSize), or the transfer counts when they are higher
+MAX_SCAN_COUNT = 1024
 _INT32_MASK = 0xFFFFFFFF
 _DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
 
@@ -715,7 +718,12 @@ class MessageStore:
                 run = self._read_run(run_units, offset, max_count, codes, byte_cap, min_offset, max_offset, max_phys)
                 if run is not None:
                     return run
-        scan_bytes = min(readable_end - position, max(16000, max_count * CQ_UNIT_SIZE))
+        # RocketMQ's window: 16000 bytes of units, more for a bigger batch; a maxMsgNums past what a pull may
+        # return must not make one pull scan (and filter) a whole queue segment
+        config = self.config
+        scan_count = min(max_count, max(MAX_SCAN_COUNT, config.max_transfer_count_on_message_in_memory,
+                                        config.max_transfer_count_on_message_in_disk))
+        scan_bytes = min(readable_end - position, max(16000, scan_count * CQ_UNIT_SIZE))
         units = cq_file.read(position, scan_bytes) if scan_bytes > 0 else None
         if units is None:
             self._get_miss += 1

@@ -22,6 +22,7 @@ from rocketflow.protocol.bodies import (
 from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
+from rocketflow.store.config_file import TopicConfigTable
 
 
 async def topic_table(client: RemotingClient, addr: str) -> TopicConfigSerializeWrapper:
@@ -79,9 +80,12 @@ def test_rejected_sends_to_new_topics_create_nothing() -> None:
         await wait_for(probe_routed)
         for topic in ("NewOversized", "NewBadDelay", "NewBadBatch", "%RETRY%fresh_rg", "%DLQ%fresh_rg"):
             assert not await routed(client, cluster.namesrv_addr, topic), topic
-        topics_json = json.loads((cluster.store_dir / "config" / "topics.json").read_text())
-        assert "NewProbe" in topics_json["topicConfigTable"]
-        assert "NewOversized" not in topics_json["topicConfigTable"]
+        assert cluster.broker is not None
+        await asyncio.wrap_future(cluster.broker.topics.written())
+        on_disk = TopicConfigTable(cluster.store_dir / "config")  # topics.json and its journal
+        on_disk.load()
+        assert "NewProbe" in on_disk.topics
+        assert "NewOversized" not in on_disk.topics
 
     run(scenario, reject_transaction_message=True)
 

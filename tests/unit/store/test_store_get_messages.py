@@ -108,6 +108,10 @@ def test_scan_limit_is_16000_bytes_of_consume_queue(tmp_path: Path) -> None:
         assert (got.status, got.next_begin_offset) == (S.NO_MATCHED_MESSAGE, 800)
         got = store.get_messages("g", "T", 0, 0, 1000, TagsCodeFilter(frozenset({tags_code("TagA")})))
         assert got.next_begin_offset == 1000  # max(16000, 1000 * 20) bytes
+        store.put_messages([request(body=b"x", TAGS="TagB") for _ in range(2000)])
+        # a huge maxMsgNums does not make one pull scan the whole queue: 1024 units at most
+        got = store.get_messages("g", "T", 0, 0, 2**31 - 1, TagsCodeFilter(frozenset({tags_code("TagA")})))
+        assert (got.status, got.next_begin_offset) == (S.NO_MATCHED_MESSAGE, 1024)
 
 
 def test_transfer_caps(tmp_path: Path) -> None:

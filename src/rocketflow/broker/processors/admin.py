@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any, Final, TypeVar
 
 from rocketflow.acl import redact_settings, redact_value
 from rocketflow.broker.config import BrokerConfigError, config_overrides_from_properties
-from rocketflow.broker.processors.common import check_names, error
+from rocketflow.broker.processors.common import answer_when_written, check_names, error
 from rocketflow.net import RemotingError, RequestContext, not_supported_remark
 from rocketflow.protocol.bodies import (
     Connection,
@@ -68,9 +68,9 @@ MAX_QUEUE_NUMS = 1024
 _LockBody = TypeVar("_LockBody", LockBatchRequestBody, UnlockBatchRequestBody)
 
 
-def _decode_lock_body(cls: type[_LockBody], data: bytes) -> _LockBody:
-    """A (UN)LOCK_BATCH_MQ body, strictly: a legal group, a client id, queues with a legal topic,
-    a broker name and an integer queue id >= 0 (`BodyDecodeError` naming the bad field otherwise)."""
+def _decode_lock_body(cls: type[_LockBody], data: bytes, max_queues: int) -> _LockBody:
+    """A (UN)LOCK_BATCH_MQ body, strictly: a legal group, a client id, at most ``max_queues`` queues with a
+    legal topic, a broker name and an integer queue id >= 0 (`BodyDecodeError` naming the bad field otherwise)."""
     name = cls.__name__
     if not data:
         raise BodyDecodeError(f"{name}: empty body")
@@ -93,6 +93,8 @@ def _decode_lock_body(cls: type[_LockBody], data: bytes) -> _LockBody:
     queues = parsed.get("mqSet")
     if queues is not None and not isinstance(queues, list):
         raise BodyDecodeError(f"{name}.mqSet: expected an array, got {queues!r}")
+    if queues is not None and len(queues) > max_queues:
+        raise BodyDecodeError(f"{name}.mqSet: {len(queues)} queues, more than maxQueuesPerRequest ({max_queues})")
     for index, queue in enumerate(queues or ()):
         where = f"{name}.mqSet[{index}]"
         if not isinstance(queue, dict):
@@ -161,12 +163,12 @@ class AdminBrokerProcessor:
     # ------------------------------------------------------------------ locks
 
     def lock_batch_mq(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        body = _decode_lock_body(LockBatchRequestBody, request.body)
+        body = _decode_lock_body(LockBatchRequestBody, request.body, self.broker.config.max_queues_per_request)
         locked = self.broker.locks.try_lock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.make_response(ResponseCode.SUCCESS, body=LockBatchResponseBody(locked).encode())
 
     def unlock_batch_mq(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        body = _decode_lock_body(UnlockBatchRequestBody, request.body)
+        body = _decode_lock_body(UnlockBatchRequestBody, request.body, self.broker.config.max_queues_per_request)
         self.broker.locks.unlock_batch(body.consumer_group, body.mq_set, body.client_id)
         return request.make_response(ResponseCode.SUCCESS)
 
@@ -237,7 +239,8 @@ class AdminBrokerProcessor:
 
     # ------------------------------------------------------------------ topics
 
-    def update_and_create_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_topic(self, ctx: RequestContext,
+                                request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = CreateTopicRequestHeader.from_command(request)
         topic = header.topic
         try:
@@ -259,9 +262,10 @@ class AdminBrokerProcessor:
         config = TopicConfig(topic, header.read_queue_nums, header.write_queue_nums, header.perm, filter_type,
                              header.topic_sys_flag or 0, header.order)
         self.broker.topics.update(config)
-        return request.make_response(ResponseCode.SUCCESS)
+        return answer_when_written(self.broker.topics.written(), request.make_response(ResponseCode.SUCCESS))
 
-    def delete_topic(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def delete_topic(self, ctx: RequestContext,
+                     request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = DeleteTopicRequestHeader.from_command(request)
         topic = header.topic
         try:
@@ -272,7 +276,7 @@ class AdminBrokerProcessor:
             return error(request, ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
         self.broker.topics.delete(topic)
         self.broker.store.delete_topics([topic])
-        return request.make_response(ResponseCode.SUCCESS)
+        return answer_when_written(self.broker.topics.written(), request.make_response(ResponseCode.SUCCESS))
 
     def get_all_topic_config(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.broker.topics.snapshot().encode())
@@ -379,7 +383,8 @@ class AdminBrokerProcessor:
 
     # ------------------------------------------------------------------ subscription groups
 
-    def update_and_create_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def update_and_create_subscription_group(self, ctx: RequestContext,
+                                             request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         config = SubscriptionGroupConfig.decode(request.body)
         try:
             validate_group(config.group_name)
@@ -389,17 +394,18 @@ class AdminBrokerProcessor:
             return error(request, ResponseCode.SYSTEM_ERROR,
                          "retryQueueNums must be >= 0 and retryMaxTimes >= -1")
         self.broker.groups.update(config)
-        return request.make_response(ResponseCode.SUCCESS)
+        return answer_when_written(self.broker.groups.written(), request.make_response(ResponseCode.SUCCESS))
 
     def get_all_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.broker.groups.snapshot().encode())
 
-    def delete_subscription_group(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def delete_subscription_group(self, ctx: RequestContext,
+                                  request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
         header = DeleteSubscriptionGroupRequestHeader.from_command(request)
         self.broker.groups.delete(header.group_name)
         if header.remove_offset:
             self.broker.offsets.remove_group(header.group_name)
-        return request.make_response(ResponseCode.SUCCESS)
+        return answer_when_written(self.broker.groups.written(), request.make_response(ResponseCode.SUCCESS))
 
     # ------------------------------------------------------------------ broker
 
@@ -444,7 +450,8 @@ class AdminBrokerProcessor:
         broker = self.broker
         try:
             text = request.body.decode("utf-8")
-            overrides = config_overrides_from_properties(text, "UPDATE_BROKER_CONFIG")
+            overrides = config_overrides_from_properties(text, "UPDATE_BROKER_CONFIG",
+                                                         max_lines=broker.config.max_config_lines)
         except (UnicodeDecodeError, BrokerConfigError) as exc:
             return error(request, ResponseCode.SYSTEM_ERROR, f"string2Properties error: {exc}")
         fixed = sorted(name for name in overrides if _fixed_at_start(name))

@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import asyncio
+import time
+from collections.abc import Awaitable
+from typing import TYPE_CHECKING, Final
 
 from rocketflow.broker.client_manager import ClientChannelInfo
 from rocketflow.broker.processors.common import error
 from rocketflow.broker.processors.pull import is_tag_type
 from rocketflow.filter import FilterSyntaxError
 from rocketflow.net import RemotingServer, RequestContext
-from rocketflow.protocol.bodies import CheckClientRequestBody, HeartbeatData
+from rocketflow.protocol.bodies import CheckClientRequestBody, ConsumerData, HeartbeatData
 from rocketflow.protocol.names import InvalidNameError, PermName, retry_topic, validate_group
 from rocketflow.protocol.tags import SubscriptionParseError, parse_subscription
 from rocketflow.remoting.codes import RequestCode, ResponseCode
@@ -18,6 +21,13 @@ from rocketflow.remoting.headers import UnregisterClientRequestHeader
 
 if TYPE_CHECKING:
     from rocketflow.broker.controller import BrokerController
+
+#: heartbeat bodies larger than this are decoded in a worker thread
+_DECODE_INLINE_BYTES: Final = 64 * 1024
+#: heartbeats listing more consumer groups than this are registered in slices
+_INLINE_GROUPS: Final = 32
+#: the loop is given back after this much registering work
+_SLICE_SECONDS: Final = 0.002
 
 
 class ClientManageProcessor:
@@ -31,35 +41,102 @@ class ClientManageProcessor:
         server.register(RequestCode.UNREGISTER_CLIENT, self.unregister_client)
         server.register(RequestCode.CHECK_CLIENT_CONFIG, self.check_client_config)
 
-    def heart_beat(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        heartbeat = HeartbeatData.decode(request.body)
+    def heart_beat(self, ctx: RequestContext,
+                   request: RemotingCommand) -> RemotingCommand | Awaitable[RemotingCommand]:
+        """Register the heartbeat's producers and consumers (auto-creating groups and retry topics).
+
+        A usual heartbeat is handled at once, in order with the client's other requests. A big one is
+        decoded in a worker thread and its groups registered in slices, so the loop serves other
+        requests meanwhile: the work is linear in the heartbeat's size and each slice holds the loop
+        for about `_SLICE_SECONDS`.
+        """
+        body = request.body or b""
+        if len(body) > _DECODE_INLINE_BYTES:
+            return self._heart_beat_in_slices(ctx, request, None)
+        heartbeat = HeartbeatData.decode(body)
+        if len(heartbeat.consumer_data_set) > _INLINE_GROUPS:
+            return self._heart_beat_in_slices(ctx, request, heartbeat)
+        refusal = self._check_heartbeat(request, heartbeat)
+        if refusal is not None:
+            return refusal
+        for consumer in heartbeat.consumer_data_set:
+            self._register_consumer(ctx, request, heartbeat.client_id, consumer)
+        self._register_producers(ctx, request, heartbeat)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    async def _heart_beat_in_slices(self, ctx: RequestContext, request: RemotingCommand,
+                                    heartbeat: HeartbeatData | None) -> RemotingCommand:
+        if heartbeat is None:
+            heartbeat = await asyncio.to_thread(HeartbeatData.decode, request.body or b"")
+        refusal = self._check_heartbeat(request, heartbeat)
+        if refusal is not None:
+            return refusal
+        slice_started = time.perf_counter()
+        for consumer in heartbeat.consumer_data_set:
+            if time.perf_counter() - slice_started > _SLICE_SECONDS:
+                await asyncio.sleep(0)
+                slice_started = time.perf_counter()
+                if ctx.channel.closed:  # gone meanwhile: what is registered goes with the channel
+                    return request.make_response(ResponseCode.SUCCESS)
+            self._register_consumer(ctx, request, heartbeat.client_id, consumer)
+        self._register_producers(ctx, request, heartbeat)
+        return request.make_response(ResponseCode.SUCCESS)
+
+    def _register_consumer(self, ctx: RequestContext, request: RemotingCommand, client_id: str,
+                           consumer: ConsumerData) -> None:
+        broker = self.broker
+        group_config = broker.groups.find(consumer.group_name)
+        notify = True
+        if group_config is not None:
+            notify = group_config.notify_consumer_ids_changed_enable
+            broker.topics.create_in_send_back(retry_topic(consumer.group_name), group_config.retry_queue_nums,
+                                              PermName.READ | PermName.WRITE)
+        info = ClientChannelInfo(ctx.channel, client_id, request.language, request.version)
+        broker.clients.register_consumer(consumer.group_name, info, consumer.consume_type, consumer.message_model,
+                                         consumer.consume_from_where, consumer.subscription_data_set, notify)
+
+    def _register_producers(self, ctx: RequestContext, request: RemotingCommand, heartbeat: HeartbeatData) -> None:
+        for producer in heartbeat.producer_data_set:
+            info = ClientChannelInfo(ctx.channel, heartbeat.client_id, request.language, request.version)
+            self.broker.clients.register_producer(producer.group_name, info)
+
+    def _check_heartbeat(self, request: RemotingCommand, heartbeat: HeartbeatData) -> RemotingCommand | None:
+        """The refusal of a heartbeat (checked before anything is registered), or None."""
+        reason = self._refusal_reason(heartbeat)
+        return None if reason is None else error(request, ResponseCode.SYSTEM_ERROR, reason)
+
+    def _refusal_reason(self, heartbeat: HeartbeatData) -> str | None:
         if not heartbeat.client_id:
-            return error(request, ResponseCode.SYSTEM_ERROR, "invalid request body: HeartbeatData.clientID is empty")
+            return "invalid request body: HeartbeatData.clientID is empty"
+        config = self.broker.config
+        limit = config.max_groups_per_heartbeat
+        for kind, count in (("consumer", len(heartbeat.consumer_data_set)),
+                            ("producer", len(heartbeat.producer_data_set))):
+            if count > limit:
+                return f"the heartbeat lists {count} {kind} groups, more than maxGroupsPerHeartbeat ({limit})"
         for consumer in heartbeat.consumer_data_set:
             try:
                 validate_group(consumer.group_name)
             except InvalidNameError as exc:
-                return error(request, ResponseCode.SYSTEM_ERROR, f"invalid consumer group in heartbeat: {exc}")
+                return f"invalid consumer group in heartbeat: {exc}"
+            subscriptions = consumer.subscription_data_set
+            if len(subscriptions) > config.max_subscriptions_per_group:
+                return (f"consumer group {consumer.group_name} subscribes to {len(subscriptions)} topics, more than "
+                        f"maxSubscriptionsPerGroup ({config.max_subscriptions_per_group})")
+            for subscription in subscriptions:
+                tags = max(len(subscription.tags_set), len(subscription.code_set))
+                if tags > config.max_tags_per_subscription:
+                    return (f"consumer group {consumer.group_name} subscribes to {tags} tags of topic "
+                            f"{subscription.topic}, more than maxTagsPerSubscription "
+                            f"({config.max_tags_per_subscription})")
+                if len(subscription.sub_string) > config.max_subscription_length:
+                    return (f"the subscription of consumer group {consumer.group_name} to topic {subscription.topic} "
+                            f"is {len(subscription.sub_string)} characters long, more than maxSubscriptionLength "
+                            f"({config.max_subscription_length})")
         for producer in heartbeat.producer_data_set:
             if not producer.group_name:
-                return error(request, ResponseCode.SYSTEM_ERROR, "invalid producer group in heartbeat: empty name")
-        broker = self.broker
-        channel = ctx.channel
-        for consumer in heartbeat.consumer_data_set:
-            group_config = broker.groups.find(consumer.group_name)
-            notify = True
-            if group_config is not None:
-                notify = group_config.notify_consumer_ids_changed_enable
-                broker.topics.create_in_send_back(retry_topic(consumer.group_name), group_config.retry_queue_nums,
-                                                  PermName.READ | PermName.WRITE)
-            info = ClientChannelInfo(channel, heartbeat.client_id, request.language, request.version)
-            broker.clients.register_consumer(consumer.group_name, info, consumer.consume_type,
-                                             consumer.message_model, consumer.consume_from_where,
-                                             consumer.subscription_data_set, notify)
-        for producer in heartbeat.producer_data_set:
-            info = ClientChannelInfo(channel, heartbeat.client_id, request.language, request.version)
-            broker.clients.register_producer(producer.group_name, info)
-        return request.make_response(ResponseCode.SUCCESS)
+                return "invalid producer group in heartbeat: empty name"
+        return None
 
     def unregister_client(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = UnregisterClientRequestHeader.from_command(request)
@@ -86,7 +163,8 @@ class ClientManageProcessor:
                 return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
         elif subscription is not None:
             try:
-                parse_subscription(subscription.sub_string)
+                parse_subscription(subscription.sub_string, max_tags=self.broker.config.max_tags_per_subscription,
+                                   max_length=self.broker.config.max_subscription_length)
             except SubscriptionParseError as exc:
                 return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED, str(exc))
         return request.make_response(ResponseCode.SUCCESS)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 from typing import Final
 
 from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
@@ -38,6 +40,13 @@ def check_names(*, topic: str | None = None, group: str | None = None, queue_id:
         raise HeaderFieldError(queue_field, f"must be >= 0, got {queue_id}")
 
 
+async def answer_when_written(written: concurrent.futures.Future[bool], response: RemotingCommand) -> RemotingCommand:
+    """``response`` once a config change is on disk (or its write failed: the change stands in memory and
+    is written later, so the answer is the same). The loop serves other requests meanwhile."""
+    await asyncio.wrap_future(written)
+    return response
+
+
 def parse_host(address: str) -> tuple[str, int]:
     """``"ip:port"`` -> ``(ip, port)``; unknown or malformed -> ``("127.0.0.1", 0)``."""
     host, _, port = address.rpartition(":")
@@ -48,4 +57,4 @@ def parse_host(address: str) -> tuple[str, int]:
     return (host, int(port))
 
 
-__all__ = ["FAQ_SUFFIX", "check_names", "error", "parse_host"]
+__all__ = ["FAQ_SUFFIX", "answer_when_written", "check_names", "error", "parse_host"]

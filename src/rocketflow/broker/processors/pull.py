@@ -11,7 +11,7 @@ from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.bodies import MessageModel, SubscriptionData
 from rocketflow.protocol.names import is_readable
 from rocketflow.protocol.sysflag import PullSysFlag
-from rocketflow.protocol.tags import SubscriptionParseError, parse_subscription
+from rocketflow.protocol.tags import SubscriptionParseError, SubscriptionTooLargeError, parse_subscription
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import PullMessageRequestHeader
@@ -106,12 +106,19 @@ class PullMessageProcessor:
                          f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
                          f"[{topic_config.read_queue_nums}] consumer:[{ctx.remote_address}]")
         subscription: SubscriptionData | None
+        if has_subscription and len(header.subscription or "") > config.max_subscription_length:
+            return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                         f"the subscription is {len(header.subscription or '')} characters long, more than "
+                         f"maxSubscriptionLength ({config.max_subscription_length})")
         if has_subscription and not is_tag_type(header.expression_type):
             subscription = SubscriptionData(topic, header.subscription or "", set(), set(), header.sub_version,
                                             header.expression_type or "TAG")
         elif has_subscription:
             try:
-                parsed = parse_subscription(header.subscription)
+                parsed = parse_subscription(header.subscription, max_tags=config.max_tags_per_subscription)
+            except SubscriptionTooLargeError as exc:
+                return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
+                             f"parse the consumer's subscription failed: {exc} (maxTagsPerSubscription)")
             except SubscriptionParseError as exc:
                 return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                              f"parse the consumer's subscription failed: {exc}")
