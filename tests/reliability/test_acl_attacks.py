@@ -454,3 +454,27 @@ def test_server_logs_carry_no_secret(servers: Servers, secret_message: int) -> N
         text = log.read_text(errors="replace")
         assert text, f"{log.name} is empty (the servers run with -v)"
         assert not [secret for secret in SECRETS if secret in text], log.name
+
+
+def big_heartbeat(group: str, topics: list[str]) -> bytes:
+    """A heartbeat body over the ACL hook's inline size (so the heartbeat processor checks it, off the loop)."""
+    from rocketflow.acl import HEARTBEAT_INLINE_BYTES
+    from rocketflow.protocol.bodies import ConsumerData, HeartbeatData, SubscriptionData
+
+    subscriptions = [SubscriptionData(topic, " || ".join(f"tag{index}" for index in range(200)),
+                                      {f"tag{index}" for index in range(200)}, set(), 1) for topic in topics]
+    body = HeartbeatData("acl-big-heartbeat", [], [ConsumerData(group, subscription_data_set=subscriptions)]).encode()
+    assert len(body) > HEARTBEAT_INLINE_BYTES
+    return body
+
+
+def test_a_big_heartbeat_is_checked_like_a_small_one(servers: Servers) -> None:
+    """Past the size the ACL hook decodes on the loop, the heartbeat processor checks the same permissions."""
+    allowed = call(servers.broker.address, RequestCode.HEART_BEAT, body=big_heartbeat(SUB_GROUP, [SUB_TOPIC] * 40),
+                   who=SUBSCRIBER)
+    assert allowed.code == ResponseCode.SUCCESS, allowed.remark
+    for group, topics, denied in ((SUB_GROUP, [SUB_TOPIC] * 39 + [SECRET_TOPIC], f"topic {SECRET_TOPIC}"),
+                                  ("payroll_cg", [SUB_TOPIC] * 40, "payroll_cg")):
+        refused = call(servers.broker.address, RequestCode.HEART_BEAT, body=big_heartbeat(group, topics),
+                       who=SUBSCRIBER)
+        assert refused.code == ResponseCode.NO_PERMISSION and denied in (refused.remark or ""), refused.remark

@@ -27,6 +27,7 @@ from rocketflow.acl.signing import (
 )
 from rocketflow.acl.validator import (
     BROKER_ADMIN_CODES,
+    HEARTBEAT_INLINE_BYTES,
     MIXED_TOPICS,
     NAMESRV_ADMIN_CODES,
     ROCKETMQ_ADMIN_CODES,
@@ -34,6 +35,7 @@ from rocketflow.acl.validator import (
     AclRequestHook,
     PlainAclFile,
     PlainAclValidator,
+    heartbeat_permissions,
     message_resource,
     request_grant,
     required_permissions,
@@ -41,6 +43,7 @@ from rocketflow.acl.validator import (
 
 __all__ = [
     "BROKER_ADMIN_CODES",
+    "HEARTBEAT_INLINE_BYTES",
     "MIXED_TOPICS",
     "NAMESRV_ADMIN_CODES",
     "REDACTED",
@@ -59,6 +62,7 @@ __all__ = [
     "SessionCredentials",
     "calculate_signature",
     "check_permission",
+    "heartbeat_permissions",
     "is_secret_setting",
     "message_resource",
     "parse_address_pattern",

@@ -92,6 +92,9 @@ NAMESRV_ADMIN_CODES: Final = frozenset({
 #: reading them directly (PULL_MESSAGE, QUERY_MESSAGE) needs an admin account.
 MIXED_TOPICS: Final = frozenset({SCHEDULE_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC})
 DEFAULT_CHECK_INTERVAL_SECONDS: Final = 1.0
+#: HEART_BEAT bodies up to this size are decoded by the ACL check on the loop (a few ms at most); the
+#: permissions of larger ones are checked by the heartbeat processor, which decodes them in a worker thread
+HEARTBEAT_INLINE_BYTES: Final = 64 * 1024
 REMARK_PREFIX: Final = "[ACL] "
 
 
@@ -140,15 +143,14 @@ def required_permissions(request: RemotingCommand) -> dict[str, Permission]:
     elif code == RequestCode.QUERY_MESSAGE:
         need(fields.get("topic"), Permission.SUB)
     elif code == RequestCode.HEART_BEAT:
+        if len(request.body or b"") > HEARTBEAT_INLINE_BYTES:
+            return needs  # checked by the heartbeat processor, which decodes such bodies off the loop
         try:
             heartbeat = HeartbeatData.decode(request.body)
         except ProtocolError as exc:
             raise AclDeniedError(f"{REMARK_PREFIX}cannot read the HEART_BEAT body to check permissions: {exc}") \
                 from None
-        for consumer in heartbeat.consumer_data_set:
-            need(group(consumer.group_name), Permission.SUB)
-            for subscription in consumer.subscription_data_set:
-                need(subscription.topic, Permission.SUB)
+        needs.update(heartbeat_permissions(heartbeat))
     elif code in (RequestCode.UNREGISTER_CLIENT, RequestCode.GET_CONSUMER_LIST_BY_GROUP,
                   RequestCode.GET_CONSUMER_CONNECTION_LIST, RequestCode.GET_CONSUME_STATS,
                   RequestCode.GET_CONSUMER_RUNNING_INFO):
@@ -156,6 +158,18 @@ def required_permissions(request: RemotingCommand) -> dict[str, Permission]:
     elif code == RequestCode.UPDATE_CONSUMER_OFFSET:
         need(group(fields.get("consumerGroup")), Permission.SUB)
         need(fields.get("topic"), Permission.SUB)
+    return needs
+
+
+def heartbeat_permissions(heartbeat: HeartbeatData) -> dict[str, Permission]:
+    """What a heartbeat needs: SUB on each consumer group (as ``%RETRY%<group>``) and subscribed topic."""
+    needs: dict[str, Permission] = {}
+    for consumer in heartbeat.consumer_data_set:
+        if consumer.group_name:
+            needs[retry_topic(consumer.group_name)] = Permission.SUB
+        for subscription in consumer.subscription_data_set:
+            if subscription.topic:
+                needs[subscription.topic] = Permission.SUB
     return needs
 
 
@@ -415,6 +429,7 @@ def request_grant(hook: AclRequestHook | None, request: RemotingCommand, remote_
 __all__ = [
     "BROKER_ADMIN_CODES",
     "DEFAULT_CHECK_INTERVAL_SECONDS",
+    "HEARTBEAT_INLINE_BYTES",
     "MIXED_TOPICS",
     "NAMESRV_ADMIN_CODES",
     "ROCKETMQ_ADMIN_CODES",
@@ -422,6 +437,7 @@ __all__ = [
     "AclRequestHook",
     "PlainAclFile",
     "PlainAclValidator",
+    "heartbeat_permissions",
     "message_resource",
     "request_grant",
     "required_permissions",

@@ -7,6 +7,7 @@ import time
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Final
 
+from rocketflow.acl import HEARTBEAT_INLINE_BYTES, heartbeat_permissions, request_grant
 from rocketflow.broker.client_manager import ClientChannelInfo
 from rocketflow.broker.processors.common import error
 from rocketflow.broker.processors.pull import is_tag_type
@@ -22,8 +23,9 @@ from rocketflow.remoting.headers import UnregisterClientRequestHeader
 if TYPE_CHECKING:
     from rocketflow.broker.controller import BrokerController
 
-#: heartbeat bodies larger than this are decoded in a worker thread
-_DECODE_INLINE_BYTES: Final = 64 * 1024
+#: heartbeat bodies larger than this are decoded in a worker thread (and, with ACL on, their permissions
+#: checked here rather than by the ACL hook, which would decode them on the loop)
+_DECODE_INLINE_BYTES: Final = HEARTBEAT_INLINE_BYTES
 #: heartbeats listing more consumer groups than this are registered in slices
 _INLINE_GROUPS: Final = 32
 #: the loop is given back after this much registering work
@@ -68,6 +70,12 @@ class ClientManageProcessor:
                                     heartbeat: HeartbeatData | None) -> RemotingCommand:
         if heartbeat is None:
             heartbeat = await asyncio.to_thread(HeartbeatData.decode, request.body or b"")
+            if self.broker.acl_hook is not None:
+                grant = request_grant(self.broker.acl_hook, request, ctx.remote_address)
+                for resource, permission in heartbeat_permissions(heartbeat).items():
+                    denied = grant.refusal(resource, permission)
+                    if denied is not None:
+                        return error(request, ResponseCode.NO_PERMISSION, denied)
         refusal = self._check_heartbeat(request, heartbeat)
         if refusal is not None:
             return refusal
