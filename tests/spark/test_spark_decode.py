@@ -241,3 +241,22 @@ def test_without_properties_the_batch_is_the_full_one_less_the_map() -> None:
         assert lean.to_pylist() == [{k: v for k, v in row.items() if k != "properties"} for row in full.to_pylist()]
     slow = messages_to_batch(decode_records(plain), "broker-a", include_properties=False)
     assert slow.schema == ARROW_SCHEMA_WITHOUT_PROPERTIES
+
+
+_raw_properties = st.lists(st.sampled_from(["UNIQ_KEY", "KEYS", "TAGS", "KEY", "TAGSX", "UNIQ", "a", "\x01", "\x02",
+                                            "\x01\x01", "v", "K", "S", "", "é"]), max_size=12).map("".join)
+
+
+@given(st.lists(_raw_properties, min_size=1, max_size=20))
+def test_property_values_equal_a_lookup_in_the_map(texts: list[str]) -> None:
+    """The map-free lookup the source uses by default agrees with the map on any properties text:
+    repeated keys (the last wins), empty values, keys that are prefixes of others, stray separators."""
+    import pyarrow.compute as pc
+
+    from rocketflow.spark.columns import properties_map, property_values
+
+    array = pa.array(texts, pa.string())
+    keys = ("UNIQ_KEY", "KEYS", "TAGS")
+    properties = properties_map(array)
+    for key, values in zip(keys, property_values(array, *keys), strict=True):
+        assert values.to_pylist() == pc.map_lookup(properties, key, "last").to_pylist(), key

@@ -189,8 +189,9 @@ def _field(buffer: np.ndarray[Any, Any], positions: np.ndarray[Any, Any], offset
 
 
 def _slices(kind: Any, data: Any, buffer: np.ndarray[Any, Any], starts: np.ndarray[Any, Any],
-            lengths: np.ndarray[Any, Any]) -> Any:
-    """An Arrow array (binary or string ``kind``) of ``buffer[start:start + length]`` for every pair.
+            lengths: np.ndarray[Any, Any], valid: np.ndarray[Any, Any] | None = None) -> Any:
+    """An Arrow array (binary or string ``kind``) of ``buffer[start:start + length]`` for every pair
+    (null where ``valid`` is False; such pairs must have length 0).
 
     Builds a binary-view array over ``data`` (the bytes behind ``buffer``; values of 12 bytes or less
     are inlined in their view, as the format requires) and lets Arrow cast it to the contiguous kind:
@@ -235,7 +236,8 @@ def _slices(kind: Any, data: Any, buffer: np.ndarray[Any, Any], starts: np.ndarr
         else:
             views["rest"][inline] = chunks
     view_kind = pa.binary_view() if kind == pa.binary() else pa.string_view()
-    return pa.Array.from_buffers(view_kind, count, [None, pa.py_buffer(views), pa.py_buffer(data)]).cast(kind)
+    validity = None if valid is None else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    return pa.Array.from_buffers(view_kind, count, [validity, pa.py_buffer(views), pa.py_buffer(data)]).cast(kind)
 
 
 def _constant_strings(text: str, count: int) -> Any:
@@ -297,6 +299,54 @@ def properties_map(texts: Any) -> Any:
     return pa.MapArray.from_arrays(pa.array(map_offsets, pa.int32()), keys, values)
 
 
+def property_values(texts: Any, *keys: str) -> list[Any]:
+    """For each of ``keys``, its value in each properties string (``k 0x01 v 0x02 ...``), null where the
+    string has none: what `properties_map` then a last-wins lookup gives, without building the map (the
+    source needs three keys of it when the map column is left out). Entries split as in
+    `properties_map`; an entry with an empty value does not count."""
+    count = len(texts)
+    texts = texts.cast(pa.string())
+    _, offsets_buffer, data_buffer = texts.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=count + 1, offset=texts.offset * 4).astype(np.int64)
+    data = data_buffer if data_buffer is not None else pa.py_buffer(b"")
+    chars = np.frombuffer(data, dtype=np.uint8)
+    base, end = int(offsets[0]), int(offsets[-1])
+    record_ends = offsets[1:]
+    separators = np.flatnonzero(chars[base:end] == 2) + base
+    # every entry starts at its text's start or just after a 0x02, and ends at the next 0x02 or the text's end
+    separator_records = np.searchsorted(record_ends, separators, side="right")
+    entry_starts = np.concatenate([offsets[:-1], separators + 1])
+    entry_records = np.concatenate([np.arange(count), separator_records])
+    order = np.argsort(entry_starts, kind="stable")
+    entry_starts, entry_records = entry_starts[order], entry_records[order]
+    following = np.searchsorted(separators, entry_starts, side="left")
+    entry_ends = np.minimum(separators[np.minimum(following, len(separators) - 1)] if len(separators)
+                            else record_ends[entry_records], record_ends[entry_records])
+    entry_ends = np.where(following < len(separators), entry_ends, record_ends[entry_records])
+    results = []
+    for key in keys:
+        pattern = key.encode("utf-8") + b"\x01"
+        width = len(pattern)
+        candidates = np.flatnonzero(entry_ends - entry_starts > width)  # a non-empty value after the key
+        if len(candidates):
+            # each candidate's first bytes, compared whole (a void element compares as its bytes)
+            window = _field(chars, entry_starts[candidates], 0, np.dtype((np.void, width)))
+            candidates = candidates[window == np.void(pattern)]
+        records = entry_records[candidates]
+        # last wins: the last match of each record (entries are in position order, so in record order)
+        last = np.ones(len(records), dtype=bool)
+        last[:-1] = records[1:] != records[:-1]
+        chosen = candidates[last]
+        starts = np.zeros(count, dtype=np.int64)
+        lengths = np.zeros(count, dtype=np.int64)
+        valid = np.zeros(count, dtype=bool)
+        starts[records[last]] = entry_starts[chosen] + width
+        lengths[records[last]] = entry_ends[chosen] - entry_starts[chosen] - width
+        valid[records[last]] = True
+        results.append(_slices(pa.string(), data, chars, starts, lengths, valid))
+    return results
+
+
 def _offset_msg_ids(heads: np.ndarray[Any, Any]) -> Any:
     """The 32-hex-digit offset message ids: store host (IPv4 + port) then commit-log offset."""
     count = len(heads)
@@ -326,20 +376,20 @@ def records_to_batch(data: bytes, topic: str, broker: str, *, fail_on_bad_record
     cannot be split into records. Without ``include_properties`` the map is still built (``msg_id``,
     ``keys`` and ``tags`` are looked up in it; that is the cheapest way) but not returned.
     """
-    batch = _records_to_batch(data, topic, broker, fail_on_bad_records)
-    return batch if include_properties else batch.drop_columns(["properties"])
+    return _records_to_batch(data, topic, broker, fail_on_bad_records, include_properties)
 
 
-def _records_to_batch(data: bytes, topic: str, broker: str, fail_on_bad_records: bool) -> Any:
+def _records_to_batch(data: bytes, topic: str, broker: str, fail_on_bad_records: bool,
+                      include_properties: bool) -> Any:
     if len(data) > 0x7FFFFFFF:
         raise RecordDecodeError(f"{len(data)} bytes of records do not fit one Arrow batch; decode them in pieces")
     positions = record_positions(data)
     if len(positions) == 0:
-        return empty_batch()
+        return empty_batch(include_properties)
     buffer = np.frombuffer(data, dtype=np.uint8)
     heads = _field(buffer, positions, 0, _HEAD)
     if np.any(heads["sys_flag"] & _SLOW_FLAGS):
-        return _per_message(data, topic, broker, fail_on_bad_records)
+        return _per_message(data, topic, broker, fail_on_bad_records, include_properties)
     count = len(positions)
     body_lengths = heads["body_len"].astype(np.int64)
     sizes = heads["size"].astype(np.int64)
@@ -347,40 +397,48 @@ def _records_to_batch(data: bytes, topic: str, broker: str, fail_on_bad_records:
     topic_starts = body_starts + body_lengths + 1
     # a record whose lengths do not add up, or whose properties are not UTF-8: the per-message path says which
     if np.any(body_lengths < 0) or np.any(topic_starts + 2 > positions + sizes):
-        return _per_message(data, topic, broker, fail_on_bad_records)
+        return _per_message(data, topic, broker, fail_on_bad_records, include_properties)
     topic_lengths = buffer[topic_starts - 1].astype(np.int64)
     props_len_at = topic_starts + topic_lengths
     if np.any(props_len_at + 2 > positions + sizes):
-        return _per_message(data, topic, broker, fail_on_bad_records)
+        return _per_message(data, topic, broker, fail_on_bad_records, include_properties)
     props_lengths = _field(buffer, props_len_at, 0, ">u2").astype(np.int64)
     if np.any(props_len_at + 2 + props_lengths != positions + sizes):
-        return _per_message(data, topic, broker, fail_on_bad_records)
+        return _per_message(data, topic, broker, fail_on_bad_records, include_properties)
     props_text = _slices(pa.string(), data, buffer, props_len_at + 2, props_lengths)
     try:
         props_text.validate(full=True)
     except pa.ArrowInvalid:
-        return _per_message(data, topic, broker, fail_on_bad_records)
-    properties = properties_map(props_text)
-    uniq = pc.map_lookup(properties, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "last")
+        return _per_message(data, topic, broker, fail_on_bad_records, include_properties)
+    if include_properties:
+        properties = properties_map(props_text)
+        uniq = pc.map_lookup(properties, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, "last")
+        keys = pc.map_lookup(properties, MessageConst.KEYS, "last")
+        tags = pc.map_lookup(properties, MessageConst.TAGS, "last")
+    else:
+        uniq, keys, tags = property_values(props_text, MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX, MessageConst.KEYS,
+                                           MessageConst.TAGS)
+    # the broker's offset message id only where a record has no UNIQ_KEY (producers set one on every message)
+    msg_ids = uniq if uniq.null_count == 0 else pc.coalesce(uniq, _offset_msg_ids(heads))
     columns = [
         _constant_strings(topic, count),
         _constant_strings(broker, count),
         pa.array(heads["queue_id"].astype(np.int32), pa.int32()),
         pa.array(heads["queue_offset"].astype(np.int64), pa.int64()),
-        pc.coalesce(uniq, _offset_msg_ids(heads)),
-        pc.map_lookup(properties, MessageConst.KEYS, "last"),
-        pc.map_lookup(properties, MessageConst.TAGS, "last"),
+        msg_ids,
+        keys,
+        tags,
         _slices(pa.binary(), data, buffer, body_starts, body_lengths),
         _timestamps(heads["born_timestamp"]),
         _timestamps(heads["store_timestamp"]),
-        properties,
+        *((properties,) if include_properties else ()),
         pa.array(heads["reconsume_times"].astype(np.int32), pa.int32()),
         pa.nulls(count, pa.string()),
     ]
-    return pa.RecordBatch.from_arrays(columns, schema=ARROW_SCHEMA)
+    return pa.RecordBatch.from_arrays(columns, schema=arrow_schema(include_properties))
 
 
-def _per_message(data: bytes, topic: str, broker: str, fail_on_bad_records: bool) -> Any:
+def _per_message(data: bytes, topic: str, broker: str, fail_on_bad_records: bool, include_properties: bool) -> Any:
     """`records_to_batch` by `decode_records`: the path of compressed, IPv6 and undecodable records."""
     undecodable: list[UndecodableRecord] = []
     messages = decode_records(data, undecodable=undecodable)
@@ -389,7 +447,7 @@ def _per_message(data: bytes, topic: str, broker: str, fail_on_bad_records: bool
         raise UndecodableRecordError(f"the record at offset {first.queue_offset} cannot be decoded: {first.reason}")
     for record in undecodable:
         record.message.topic = record.message.topic or topic
-    return messages_to_batch(messages, broker, undecodable)
+    return messages_to_batch(messages, broker, undecodable, include_properties=include_properties)
 
 
 def messages_to_batch(messages: Sequence[MessageExt], broker: str,
@@ -424,9 +482,9 @@ def _messages_to_batch(messages: Sequence[MessageExt], broker: str, undecodable:
     ], schema=ARROW_SCHEMA)
 
 
-def empty_batch() -> Any:
-    """A zero-row batch of `ARROW_SCHEMA`."""
-    return pa.RecordBatch.from_pylist([], ARROW_SCHEMA)
+def empty_batch(include_properties: bool = True) -> Any:
+    """A zero-row batch of `arrow_schema(include_properties)`."""
+    return pa.RecordBatch.from_pylist([], arrow_schema(include_properties))
 
 
 __all__ = [
