@@ -70,6 +70,8 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
 
+from rocketflow.errors import RocketflowError
+
 MAX_EXPRESSION_LENGTH: Final = 4096
 MAX_NESTING: Final = 100
 
@@ -79,7 +81,7 @@ _LONG_MIN: Final = -(1 << 63)
 _LONG_MAX: Final = (1 << 63) - 1
 
 
-class FilterSyntaxError(ValueError):
+class FilterSyntaxError(RocketflowError, ValueError):
     """An SQL92 expression that does not compile; ``position`` is the 0-based offset of the problem, if any."""
 
     def __init__(self, message: str, position: int | None = None) -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from rocketflow.errors import RocketflowError
 from rocketflow.net.errors import RemotingConnectError
 
 logger = logging.getLogger("rocketflow.net.tls")
@@ -31,7 +32,7 @@ DEFAULT_TLS_HANDSHAKE_TIMEOUT: Final = 10.0
 DEFAULT_BACKLOG: Final = 100
 
 
-class TlsConfigError(ValueError):
+class TlsConfigError(RocketflowError, ValueError):
     """TLS settings that cannot be used (unknown mode, unreadable or mismatched certificate/key)."""
 
 

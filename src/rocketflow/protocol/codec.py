@@ -30,6 +30,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Final
 
+from rocketflow.errors import RocketflowError
 from rocketflow.protocol.ids import (
     HOST_SIZE_V4,
     HOST_SIZE_V6,
@@ -81,7 +82,7 @@ class RecordDecodeError(ProtocolError):
     """Bytes that do not form a valid message record, batch body or compressed body."""
 
 
-class RecordEncodeError(ValueError):
+class RecordEncodeError(RocketflowError, ValueError):
     """Message fields that cannot be written as a record (too long, out of range, not encodable)."""
 
 

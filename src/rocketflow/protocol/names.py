@@ -6,6 +6,8 @@ import re
 from enum import IntFlag
 from typing import Final
 
+from rocketflow.errors import RocketflowError
+
 
 class PermName(IntFlag):
     """Permission bits of a topic or broker (``perm``: 6 = READ|WRITE, 7 adds INHERIT)."""
@@ -82,7 +84,7 @@ VALID_NAME_PATTERN: Final = "^[%|a-zA-Z0-9_-]+$"
 _VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 
-class InvalidNameError(ValueError):
+class InvalidNameError(RocketflowError, ValueError):
     """A topic or group name that RocketMQ would reject."""
 
 

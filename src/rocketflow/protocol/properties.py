@@ -8,13 +8,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from rocketflow.errors import RocketflowError
+
 #: Between a key and its value.
 NAME_VALUE_SEPARATOR: Final = "\x01"
 #: Between two entries.
 PROPERTY_SEPARATOR: Final = "\x02"
 
 
-class InvalidPropertyError(ValueError):
+class InvalidPropertyError(RocketflowError, ValueError):
     """A property that cannot be written: its key or value contains a separator."""
 
 

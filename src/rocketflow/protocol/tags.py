@@ -13,13 +13,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from rocketflow.errors import RocketflowError
+
 #: The subscription expression that matches every message.
 SUB_ALL: Final = "*"
 #: Separator of tags in a subscription expression.
 TAG_SEPARATOR: Final = "||"
 
 
-class SubscriptionParseError(ValueError):
+class SubscriptionParseError(RocketflowError, ValueError):
     """A subscription expression that names no tag (e.g. ``"||"``)."""
 
 

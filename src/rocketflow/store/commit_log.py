@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from rocketflow.errors import RocketflowError
 from rocketflow.protocol.codec import (
     BLANK_MAGIC_CODE,
     MAGIC_CODE,
@@ -438,7 +439,7 @@ def _scan_topic(raw: bytes, phys: int) -> str | None:
     return topic
 
 
-class IllegalMessageError(ValueError):
+class IllegalMessageError(RocketflowError, ValueError):
     """A put request that cannot be stored; `status` says why."""
 
     def __init__(self, status: PutMessageStatus, message: str) -> None:
