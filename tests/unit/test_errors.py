@@ -20,9 +20,9 @@ from rocketflow.protocol.properties import InvalidPropertyError
 from rocketflow.protocol.tags import SubscriptionParseError
 from rocketflow.remoting.errors import ProtocolError
 from rocketflow.spark.connection import SourceError
-from rocketflow.store.commit_log import IllegalMessageError
 from rocketflow.store.errors import StoreError
 from rocketflow.store.ha.protocol import HAProtocolError
+from rocketflow.store.put_request import IllegalMessageError
 
 VALUE_ERRORS = [AclConfigError, BrokerConfigError, DemoError, FilterSyntaxError, NamesrvConfigError, TlsConfigError,
                 RecordEncodeError, InvalidMessageIdError, InvalidNameError, InvalidPropertyError,

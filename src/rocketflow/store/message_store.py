@@ -34,20 +34,10 @@ from rocketflow.store.checkpoint import (
     remove_abort_marker,
 )
 from rocketflow.store.clean_service import CleanService, DiskUsage, disk_usage_percent
-from rocketflow.store.commit_log import (
-    AppendResult,
-    CommitLog,
-    DispatchBatch,
-    EncodedBatchRequest,
-    IllegalMessageError,
-    PutMessageRequest,
-    PutMessageStatus,
-    PutRequests,
-    waits_for_store,
-)
+from rocketflow.store.commit_log import CommitLog
 from rocketflow.store.config import BrokerRole, StoreConfig
 from rocketflow.store.consume_queue import CQ_UNIT_SIZE, ConsumeQueue, ConsumeQueueTable, units_struct
-from rocketflow.store.dispatcher import Dispatcher, DispatchListener, DispatchRunListener
+from rocketflow.store.dispatcher import DispatchBatch, Dispatcher, DispatchListener, DispatchRunListener
 from rocketflow.store.errors import StoreNotRunningError
 from rocketflow.store.flush import (
     AsyncFlushService,
@@ -57,6 +47,15 @@ from rocketflow.store.flush import (
     flush_commit_log,
 )
 from rocketflow.store.index import IndexService
+from rocketflow.store.put_request import (
+    AppendResult,
+    EncodedBatchRequest,
+    IllegalMessageError,
+    PutMessageRequest,
+    PutMessageStatus,
+    PutRequests,
+    waits_for_store,
+)
 
 log = logging.getLogger(__name__)
 
