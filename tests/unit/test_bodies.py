@@ -510,7 +510,7 @@ def test_malformed_compressed_register_body(data: bytes) -> None:
 
 
 def test_compressed_register_body_refuses_zlib_bombs(monkeypatch: pytest.MonkeyPatch) -> None:
-    import rocketflow.protocol.bodies as bodies_module
+    import rocketflow.protocol.bodies.route as bodies_module
 
     monkeypatch.setattr(bodies_module, "MAX_DECOMPRESSED_REGISTER_BODY", 1000)
     with pytest.raises(BodyDecodeError, match="more than 1000 bytes"):
