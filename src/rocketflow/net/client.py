@@ -26,7 +26,7 @@ from rocketflow.net.tls import TlsClientSettings, TlsHandshakeError, describe_tl
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.frame import DEFAULT_MAX_FRAME_SIZE
 
-logger = logging.getLogger("rocketflow.net.client")
+logger = logging.getLogger(__name__)
 
 #: NettyClientConfig.connectTimeoutMillis (PROTOCOL.md 1.7).
 DEFAULT_CONNECT_TIMEOUT: Final = 3.0

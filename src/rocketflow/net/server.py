@@ -20,7 +20,7 @@ from rocketflow.net.connection import (
 from rocketflow.net.tls import TlsListener, TlsServerSettings
 from rocketflow.remoting.frame import DEFAULT_MAX_FRAME_SIZE
 
-logger = logging.getLogger("rocketflow.net.server")
+logger = logging.getLogger(__name__)
 
 #: NettyServerConfig.serverChannelMaxIdleTimeSeconds (PROTOCOL.md 1.7).
 DEFAULT_CHANNEL_MAX_IDLE_SECONDS: Final = 120.0

@@ -22,7 +22,7 @@ from typing import Final
 from rocketflow.errors import RocketflowError
 from rocketflow.net.errors import RemotingConnectError
 
-logger = logging.getLogger("rocketflow.net.tls")
+logger = logging.getLogger(__name__)
 
 #: The first byte of a TLS record carrying a handshake message (the ClientHello).
 TLS_HANDSHAKE_RECORD_TYPE: Final = 0x16
