@@ -1,4 +1,4 @@
-"""Message ids (PROTOCOL.md 3.6) and the packed host addresses they are made of.
+"""Message ids (docs/design/wire-format.md, "Message ids") and the packed host addresses they are made of.
 
 * The offset msg id, assigned by the broker: store host IP + port + commit log offset, in hex.
 * The UNIQ_KEY, assigned by the producer: a per-process prefix, the milliseconds since the start

@@ -1,4 +1,4 @@
-"""The message properties string (PROTOCOL.md 3.4).
+"""The message properties string (docs/design/wire-format.md, "Properties").
 
 ``key 0x01 value 0x02 key 0x01 value`` with no trailing separator, UTF-8 on the wire.
 """

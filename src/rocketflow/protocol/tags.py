@@ -1,4 +1,4 @@
-"""Tag hash codes and tag subscriptions (PROTOCOL.md 3.5).
+"""Tag hash codes and tag subscriptions.
 
 The consume queue stores, per message, Java's ``String.hashCode()`` of the TAGS property; a
 subscription ``"TagA || TagB"`` matches on those codes on the broker and on the tag strings

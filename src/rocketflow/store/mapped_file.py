@@ -23,8 +23,7 @@ PAGE_SIZE = mmap.PAGESIZE
 RESERVE_AHEAD_BYTES = 1024 * 1024
 #: appends at least this big (a page) are written with pwrite(2) rather than copied into the mapping: a
 #: batch's bytes are cheaper to hand to the page cache in one call than to fault fresh mapped pages in
-#: one by one (measured 5-15% more 100-byte appends a second in batches of 32); a single small message
-#: is cheaper to copy
+#: one by one (bench/README.md, "Store: pwrite"); a single small message is cheaper to copy
 _PWRITE_MIN_BYTES = 4096
 _CANNOT_RESERVE = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
 

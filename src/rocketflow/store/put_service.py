@@ -141,7 +141,8 @@ class PutService:
         self, requests: PutRequests
     ) -> AppendResult | concurrent.futures.Future[AppendResult]:
         """`put_messages_async` without a future when there is nothing to wait for: the result itself
-        unless a SYNC_FLUSH put waits for its group commit (a future per put is ~2 us of a single send)."""
+        unless a SYNC_FLUSH put waits for its group commit (a future per put is a noticeable share of
+        a single send's cost)."""
         result, wait = self._put(requests)
         if wait:
             assert isinstance(self.flush_service, GroupCommitService)

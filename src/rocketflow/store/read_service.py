@@ -451,7 +451,7 @@ class ReadService:
                                max_phys: int) -> GetMessageResult | None:
         """`_read_queue`'s scan of the units done with numpy: the same records, offsets and status.
 
-        A big pull (Spark's 1,024 a pull) would otherwise spend ~1 us a message in the loop. Records
+        A big pull (Spark asks for 1,024 messages a pull) would otherwise pay the loop's cost per unit. Records
         that lie back to back in the commit log are read as one chunk. Returns None, for the loop to
         decide, when a chosen record is not readable in one segment (retention, a segment boundary).
         """

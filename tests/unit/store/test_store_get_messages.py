@@ -1,4 +1,4 @@
-"""get_messages statuses and offsets (PROTOCOL.md 4.1), filters, transfer caps, timestamp search."""
+"""get_messages statuses and offsets, filters, transfer caps, timestamp search."""
 
 from __future__ import annotations
 

@@ -108,7 +108,7 @@ class ProducerData(WireBody):
 
 @dataclass(slots=True)
 class HeartbeatData(WireBody):
-    """HEART_BEAT body (PROTOCOL.md 5.1)."""
+    """HEART_BEAT body."""
 
     client_id: str
     producer_data_set: list[ProducerData] = field(default_factory=list)
@@ -137,7 +137,7 @@ class HeartbeatData(WireBody):
 
 @dataclass(slots=True)
 class LockBatchRequestBody(WireBody):
-    """LOCK_BATCH_MQ body (PROTOCOL.md 5.2)."""
+    """LOCK_BATCH_MQ body."""
 
     consumer_group: str
     client_id: str

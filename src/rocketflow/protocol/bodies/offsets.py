@@ -45,7 +45,7 @@ class OffsetWrapper(WireBody):
 
 @dataclass(slots=True)
 class ConsumeStats(WireBody):
-    """GET_CONSUME_STATS response (PROTOCOL.md 5.4)."""
+    """GET_CONSUME_STATS response."""
 
     offset_table: dict[MessageQueue, OffsetWrapper] = field(default_factory=dict)
     consume_tps: float = 0.0

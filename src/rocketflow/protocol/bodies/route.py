@@ -335,7 +335,7 @@ class BrokerData(WireBody):
 
 @dataclass(slots=True)
 class TopicRouteData(WireBody):
-    """GET_ROUTEINFO_BY_TOPIC response body (PROTOCOL.md 5.5)."""
+    """GET_ROUTEINFO_BY_TOPIC response body."""
 
     queue_datas: list[QueueData] = field(default_factory=list)
     broker_datas: list[BrokerData] = field(default_factory=list)
