@@ -1,4 +1,4 @@
-"""Wire bodies: exact fastjson encodings of bodies captured from Java, lenient decoding, compressed
+"""Wire bodies: exact fastjson encodings of reference examples, lenient decoding, compressed
 REGISTER_BROKER bodies, and malformed input (always `BodyDecodeError`)."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from rocketflow.remoting.errors import BodyDecodeError
 
 MQ_A0 = MessageQueue("T", "broker-a", 0)
 
-# --------------------------------------------------------------------------- bodies as Java writes them
+# --------------------------------------------------------------------------- reference examples
 
 HEARTBEAT_JSON = (
     '{"clientID":"192.168.1.5@12345#8264937482",'
