@@ -26,7 +26,6 @@ from rocketflow.protocol.record_layout import (
 )
 from rocketflow.protocol.record_writer import (
     ONE_SIZE_RECORD_FIELDS,
-    blank_record,
     one_size_records_packer,
     packed_host,
     record_head,
@@ -37,7 +36,7 @@ from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.protocol.tags import tags_code as compute_tags_code
 from rocketflow.store.dispatcher import DispatchBatch, enters_consume_queue, schedule_tags_code
 from rocketflow.store.mapped_file import Chunk, MappedFile, reserve_chunks, write_chunks
-from rocketflow.store.message_append import AppendLog, decoded_properties
+from rocketflow.store.message_append import AppendLog, decoded_properties, roll_segment
 from rocketflow.store.put_request import AppendResult, EncodedBatchRequest, IllegalMessageError, PutMessageStatus
 
 #: the most messages a one-size batch is packed for at once (larger ones take the per-message loop)
@@ -508,13 +507,10 @@ def _append_by_loop(log: AppendLog, batch: EncodedBatchRequest, now: int, topic_
             if size > max_size or size + BLANK_RECORD_SIZE > segment_size:
                 raise _illegal_element(element, f"message of {size} bytes exceeds the maximum {max_size}")
             if size + BLANK_RECORD_SIZE > room:
-                add(blank_record(room))
-                chunks.append((mapped, parts, True))
-                mapped = files.next_for_write(mapped)
+                mapped, parts = roll_segment(files, mapped, parts, room, chunks)
                 base = mapped.file_from_offset
                 pos = mapped.wrote_position
                 room = segment_size - pos
-                parts = []
                 add = parts.append
                 if not offsets:
                     first_offset = base + pos

@@ -37,7 +37,7 @@ from rocketflow.protocol.record_writer import topic_part as topic_part_of
 from rocketflow.protocol.tags import tags_code as compute_tags_code
 from rocketflow.store.config import StoreConfig
 from rocketflow.store.dispatcher import DispatchBatch, enters_consume_queue, schedule_tags_code
-from rocketflow.store.mapped_file import Chunk, MappedFileQueue, reserve_chunks, write_chunks
+from rocketflow.store.mapped_file import Chunk, MappedFile, MappedFileQueue, reserve_chunks, write_chunks
 from rocketflow.store.put_request import AppendResult, IllegalMessageError, PutMessageRequest, PutMessageStatus
 
 
@@ -60,6 +60,15 @@ def decoded_properties(props: bytes) -> dict[str, str]:
         return decode_properties_bytes(props)
     except InvalidPropertyError:
         return {}
+
+
+def roll_segment(files: MappedFileQueue, mapped: MappedFile, parts: list[bytes], room: int,
+                 chunks: list[Chunk]) -> tuple[MappedFile, list[bytes]]:
+    """Close ``mapped`` with a blank record over its last ``room`` bytes (its chunk, ``parts``, joins
+    ``chunks``): the next segment, and an empty parts list for it."""
+    parts.append(blank_record(room))
+    chunks.append((mapped, parts, True))
+    return files.next_for_write(mapped), []
 
 
 def index_keys_of(request: PutMessageRequest, prefix: str) -> list[bytes]:
@@ -203,13 +212,10 @@ def append_messages(log: AppendLog, requests: Sequence[PutMessageRequest],
                 raise IllegalMessageError(PutMessageStatus.MESSAGE_ILLEGAL,
                                           f"message of {size} bytes exceeds the maximum {max_size}")
             if size + BLANK_RECORD_SIZE > room:
-                add(blank_record(room))
-                chunks.append((mapped, parts, True))
-                mapped = files.next_for_write(mapped)
+                mapped, parts = roll_segment(files, mapped, parts, room, chunks)
                 base = mapped.file_from_offset
                 pos = mapped.wrote_position
                 room = segment_size - pos
-                parts = []
                 add = parts.append
                 if not offsets:
                     first_offset = base + pos
@@ -337,4 +343,4 @@ def append_one(log: AppendLog, request: PutMessageRequest, now: int) -> tuple[Ap
     return result, batch
 
 
-__all__ = ["AppendLog", "append_messages", "append_one", "decoded_properties", "index_keys_of"]
+__all__ = ["AppendLog", "append_messages", "append_one", "decoded_properties", "index_keys_of", "roll_segment"]
