@@ -23,6 +23,7 @@ from rocketflow.protocol.record_layout import (
     BATCH_ELEMENT_HEAD,
     BLANK_RECORD_SIZE,
     MAGIC_CODE,
+    PROPERTIES_LENGTH,
 )
 from rocketflow.protocol.record_writer import (
     ONE_SIZE_RECORD_FIELDS,
@@ -44,6 +45,8 @@ _ONE_SIZE_BATCH_MAX: Final = 1024
 #: distinct TAGS values whose codes are remembered before starting over
 _TAGS_CACHE_MAX: Final = 4096
 _COMPRESSED: Final = int(MessageSysFlag.COMPRESSED)
+#: a record's (and a batch element's) properties length field
+_PROPS_LEN_SIZE: Final = PROPERTIES_LENGTH.size
 #: TAGS value (raw bytes) -> tags code
 _tags_codes: dict[bytes, int] = {}
 
@@ -303,7 +306,7 @@ def _stage_one_size_batch(log: AppendLog, batch: EncodedBatchRequest, now: int, 
         elif ended != count:
             return None
     record_props_len = props_len + len(suffix)
-    size = head.size + 2 + len(topic_part) + body_len + record_props_len
+    size = head.size + _PROPS_LEN_SIZE + len(topic_part) + body_len + record_props_len
     if (body_len > config.max_message_size or record_props_len > config.max_properties_size
             or size > config.max_message_size
             or pos + count * size + BLANK_RECORD_SIZE > log.segment_size):
@@ -410,7 +413,7 @@ def _append_by_loop(log: AppendLog, batch: EncodedBatchRequest, now: int, topic_
     queue_id = batch.queue_id
     suffix = batch.properties_suffix
     separated_suffix = b"\x02" + suffix
-    fixed = head.size + 2 + len(topic_part)
+    fixed = head.size + _PROPS_LEN_SIZE + len(topic_part)
     topic_len = len(topic_part)
     born_timestamp = batch.born_timestamp
     max_size = log.config.max_message_size

@@ -24,6 +24,7 @@ from rocketflow.protocol.record_layout import (
     HEAD_SIZE_V4,
     HOSTS_V6_BITS,
     MAGIC_CODE,
+    PROPERTIES_LENGTH,
     RECORD_HEADS,
 )
 from rocketflow.protocol.record_writer import (
@@ -178,7 +179,7 @@ def append_messages(log: AppendLog, requests: Sequence[PutMessageRequest],
                     last_born_source, last_store_source = born_source, store_source
                 last_sys_flag = request.sys_flag
                 head, sys_flag = record_head(born, store, last_sys_flag)
-                fixed = head.size + 2 + len(topic_part)
+                fixed = head.size + PROPERTIES_LENGTH.size + len(topic_part)
                 last_topic = topic
                 last_queue_id = request.queue_id
                 key = (topic, last_queue_id)
@@ -307,7 +308,7 @@ def append_one(log: AppendLog, request: PutMessageRequest, now: int) -> tuple[Ap
     body_len = len(body)
     props_len = len(props)
     topic_len = len(topic_part)
-    size = HEAD_SIZE_V4 + 2 + topic_len + body_len + props_len
+    size = HEAD_SIZE_V4 + PROPERTIES_LENGTH.size + topic_len + body_len + props_len
     config = log.config
     if props_len > config.max_properties_size or size > config.max_message_size:
         return None
