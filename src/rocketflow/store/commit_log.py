@@ -9,7 +9,6 @@ records for recovery and dispatch. docs/design/store.md describes the whole.
 from __future__ import annotations
 
 import struct
-import threading
 import time
 from collections.abc import Callable, Sequence
 from typing import Final
@@ -57,11 +56,7 @@ class CommitLog:
         self.segment_size = config.commit_log_segment_size
         self.files = MappedFileQueue(config.commit_log_dir, self.segment_size)
         self.topic_queue_table: dict[tuple[str, int], int] = {}
-        #: TAGS value (raw bytes) -> tags code, for encoded batches
-        self._tags_codes: dict[bytes, int] = {}
         self.default_store_host = pack_host(*config.store_host)
-        self.lock = threading.Lock()
-        self.confirm_offset = 0
 
     # -- offsets ---------------------------------------------------------------------------
     @property
@@ -73,9 +68,6 @@ class CommitLog:
     @property
     def max_offset(self) -> int:
         return self.files.max_offset
-
-    def roll_next_file(self, offset: int) -> int:
-        return offset + self.segment_size - offset % self.segment_size
 
     # -- append ----------------------------------------------------------------------------
     def append(
