@@ -849,7 +849,7 @@ def _print_summary(console: Console, result: DemoResult, pipeline: SparkPipeline
     if pipeline is not None:
         console.print(per_minute_table(pipeline.per_minute(), console.width))
     for name, path in result.files.items():
-        console.print(f"{name:>18}: {path}")
+        console.print(f"{name:>18}: {path}", soft_wrap=True)  # a path is copied, not read: never wrapped
     if result.ok:
         console.print("[bold green]OK[/bold green]: every order followed its state machine, nothing was lost.")
     else:
