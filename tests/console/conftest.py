@@ -44,6 +44,11 @@ def cluster() -> Iterator[DevCluster]:
 
 
 @pytest.fixture()
+def cluster_namesrv(cluster: DevCluster) -> str:
+    return cluster.namesrv_addr
+
+
+@pytest.fixture()
 def store_dir(cluster: DevCluster) -> Path:
     return cluster.store_dir
 

@@ -242,6 +242,66 @@ def dev(host: str, namesrv_port: int, broker_port: int, store_dir: str | None, k
             namesrv_overrides=namesrv_overrides)
 
 
+@cli.command()
+@click.option("-n", "--namesrv", type=NAMESRV, envvar="ROCKETFLOW_NAMESRV", default="127.0.0.1:9876",
+              show_default=True, show_envvar=True, help="Name server(s) of the cluster, host:port;host:port.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but a loopback address lets other machines in (a warning says so).")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0 = free).")
+@click.option("--access-key", envvar="ROCKETFLOW_ACCESS_KEY", show_envvar=True, default=None,
+              help="ACL access key the console signs with; writes are refused without an account.")
+@click.option("--secret-key", envvar="ROCKETFLOW_SECRET_KEY", show_envvar=True, default=None,
+              help="ACL secret key (prefer the environment variable: arguments are visible to other users).")
+@click.option("--tls", "use_tls", is_flag=True, envvar="ROCKETFLOW_TLS", show_envvar=True,
+              help="Connect to the cluster over TLS.")
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), envvar="ROCKETFLOW_TLS_CA", default=None,
+              show_envvar=True, help="PEM file of the CAs the servers' certificates must chain to (implies --tls).")
+@click.option("--timeout", default=5.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds each request to the cluster may take.")
+@click.option("--refresh", "refresh_seconds", default=5.0, show_default=True, type=click.FloatRange(min=0.2),
+              help="Seconds between refreshes of live tables and lag samples.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Another Host header name to answer (a DNS name of this machine); repeatable.")
+@click.option("-v", "--verbose", is_flag=True, help="Log at debug level (and every HTTP request).")
+def console(namesrv: str, host: str, port: int, access_key: str | None, secret_key: str | None, use_tls: bool,
+            tls_ca: str | None, timeout: float, refresh_seconds: float, allowed_hosts: tuple[str, ...],
+            verbose: bool) -> None:
+    """Serve a web console (cluster, topics, groups and lag, messages, dead letters) for any RocketMQ 4.x cluster.
+
+    Reads need nothing; writes (create/update/delete topic, reset offsets, resend, send) need the
+    console's ACL account. See docs/console.md.
+    """
+    import logging
+
+    if (access_key is None) != (secret_key is None):
+        raise click.UsageError("--access-key and --secret-key (ROCKETFLOW_ACCESS_KEY / ROCKETFLOW_SECRET_KEY) "
+                               "must be given together")
+    try:
+        from rocketflow.console import ConsoleSettings, exposed_warning, run_console
+    except ModuleNotFoundError as exc:
+        raise click.ClickException(f"rocketflow console needs the 'console' extra ({exc.name} is missing): "
+                                   "pip install 'rocketflow[console]'") from None
+    client_settings: dict[str, Any] = {}
+    if use_tls or tls_ca:
+        client_settings["use_tls"] = True
+    if tls_ca:
+        client_settings["tls_ca"] = tls_ca
+    settings = ConsoleSettings(namesrv, host=host, port=port, access_key=access_key, secret_key=secret_key,
+                               timeout=timeout, refresh_seconds=refresh_seconds, allowed_hosts=allowed_hosts,
+                               client_settings=client_settings)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    warning = exposed_warning(settings)
+    if warning is not None:
+        click.echo(f"warning: {warning}", err=True)
+    mode = f"writes signed as {access_key}" if settings.writable else "read-only (no ACL account)"
+
+    def ready(url: str) -> None:
+        click.echo(f"rocketflow console for {namesrv}: {url} ({mode}); Ctrl-C stops it", err=True)
+
+    run_console(settings, log_level="info" if verbose else "warning", on_ready=ready)
+
+
 from rocketflow.cli.admin import admin as _admin_group  # noqa: E402  (after the other commands, on purpose)
 
 cli.add_command(_admin_group)
