@@ -42,10 +42,14 @@ def cli() -> None:
 @click.option("--no-spark", is_flag=True, help="Skip the Spark job (producer and orderly consumer only).")
 @click.option("--seed", default=7, show_default=True, type=int, help="Seed of the order plan.")
 @click.option("--codec", is_flag=True, help="Run the foundation-stage codec demo instead (same as codec-demo).")
+@click.option("--console", "with_console", is_flag=True,
+              help="Also serve the web console (rocketflow console, read-only) for the demo's cluster.")
+@click.option("--console-port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of --console on 127.0.0.1 (0 = free).")
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
 def demo(orders: int | None, queues: int, producer_threads: int, open_orders: int, cancel_ratio: float, rate: float,
          trigger_seconds: float, max_per_batch: int, timeout: float, namesrv: str | None, output: str | None,
-         no_spark: bool, seed: int, codec: bool, verbose: bool) -> None:
+         no_spark: bool, seed: int, codec: bool, with_console: bool, console_port: int, verbose: bool) -> None:
     """Run the main job: orders through the broker to an orderly checker and a Spark streaming job.
 
     On the embedded default (a name server and a broker in this process, temporary store) unless
@@ -66,7 +70,8 @@ def demo(orders: int | None, queues: int, producer_threads: int, open_orders: in
         orders=DEFAULT_ORDERS if orders is None else orders, queues=queues, producer_threads=producer_threads,
         open_orders=open_orders, cancel_ratio=cancel_ratio, rate=rate, trigger_seconds=trigger_seconds,
         max_per_batch=max_per_batch, timeout=timeout, namesrv=namesrv,
-        output=Path(output) if output is not None else None, spark=not no_spark, seed=seed)
+        output=Path(output) if output is not None else None, spark=not no_spark, seed=seed,
+        console_port=console_port if with_console else None)
     raise SystemExit(demo_main(settings, verbose=verbose))
 
 
