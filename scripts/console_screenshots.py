@@ -113,7 +113,6 @@ def take_screenshots(console: ConsoleThread, out_dir: Path, warmup: float) -> li
             shots.append(target)
 
         shot("cluster", "/cluster")
-        shot("topics", "/topics")
         shot("topic", "/topic?name=Orders")
         page.goto(base + "/group?name=order-checker")  # starts the lag samples; the chart fills in
         page.wait_for_timeout(14_000)

@@ -39,7 +39,8 @@ def exposed_warning(settings: ConsoleSettings) -> str | None:
 
 def _config(settings: ConsoleSettings, *, log_level: str) -> uvicorn.Config:
     return uvicorn.Config(create_app(settings), host=settings.host, port=settings.port, log_level=log_level,
-                          access_log=False, server_header=False, proxy_headers=False, lifespan="on")
+                          access_log=log_level in ("info", "debug", "trace"), server_header=False,
+                          proxy_headers=False, lifespan="on")
 
 
 class _Server(uvicorn.Server):
