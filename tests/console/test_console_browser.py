@@ -176,6 +176,13 @@ def test_message_found_by_key_shows_its_body(watched: Watched, readonly_console:
     assert json.loads(shown) == body and "Zoë" in shown
     assert "json · utf-8" in page.inner_text("#body-meta")
     assert key in page.inner_text("#message-properties")
+
+    def traced() -> bool:  # the producer sends its trace records in the background
+        page.reload()
+        return page.query_selector("#trace-table") is not None and "PUB" in page.inner_text("#trace-table")
+
+    wait_until(traced, timeout=20, what="the message's trace")
+    assert "console-order-service" in page.inner_text("#trace-table")
     assert not watched.errors, watched.errors
 
 
