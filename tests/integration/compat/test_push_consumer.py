@@ -110,6 +110,10 @@ def test_start_without_subscription_fails(namesrv: str) -> None:
     with pytest.raises(PushConsumerStartFailed, match="messageListener is null"):
         consumer.start()
     consumer.shutdown()
+    recorder = Recorder()
+    consumer.subscribe(unique("Late"), recorder)
+    consumer.start()   # a consumer that never ran may start after a shutdown, as in the C++ client
+    consumer.shutdown()
 
 
 def test_readme_callback_without_return_is_consumed_again_in_2_0(namesrv: str) -> None:

@@ -524,12 +524,14 @@ class Producer:
             self._state = _State.RUNNING
 
     def shutdown(self) -> None:
-        """Stop (idempotent; one never started just cannot start any more)."""
+        """Stop (idempotent; as in the C++ client, one never started may still start afterwards)."""
         with self._lock:
-            state, self._state = self._state, _State.SHUT_DOWN
+            if self._state is not _State.RUNNING:
+                return
+            self._state = _State.SHUT_DOWN
             producer, self._producer = self._producer, None
             callbacks, self._callbacks = self._callbacks, None
-        if state is not _State.RUNNING or producer is None:
+        if producer is None:
             return
         try:
             producer.shutdown()
@@ -937,12 +939,18 @@ class PushConsumer:
             consume_message_batch_max_size=min(self._batch_max_size, 1024), **self._connection.client_settings())
 
     def shutdown(self) -> None:
-        """Stop consuming: running callbacks finish and the offsets are committed (idempotent)."""
+        """Stop consuming: running callbacks finish and the offsets are committed (idempotent; as in the
+        C++ client, one never started may still start afterwards). Not from a callback."""
         with self._lock:
-            state, self._state = self._state, _State.SHUT_DOWN
+            if self._state is not _State.RUNNING:
+                return
+            self._state = _State.SHUT_DOWN
             consumer, self._consumer = self._consumer, None
-        if state is _State.RUNNING and consumer is not None:
-            consumer.shutdown()
+        if consumer is not None:
+            try:
+                consumer.shutdown()
+            except MQError as exc:
+                raise ConsumerException(str(exc)) from exc
 
     # ------------------------------------------------------------------ consumption
 
@@ -1060,14 +1068,16 @@ class PullConsumer:
     def shutdown(self) -> None:
         """Disconnect (idempotent)."""
         with self._lock:
-            state, self._state = self._state, _State.SHUT_DOWN
+            if self._state is not _State.RUNNING:
+                return
+            self._state = _State.SHUT_DOWN
             consumer, self._consumer = self._consumer, None
             admin, self._admin = self._admin, None
-        if state is not _State.RUNNING:
-            return
         try:
             if consumer is not None:
                 consumer.shutdown()
+        except MQError as exc:
+            raise ConsumerException(str(exc)) from exc
         finally:
             if admin is not None:
                 admin.shutdown()
