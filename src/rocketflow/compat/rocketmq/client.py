@@ -222,7 +222,7 @@ class Message:
         """Deliver after the broker's delay level (1 = 1 s, 2 = 5 s, 3 = 10 s, ... by default)."""
         self._message.delay_level = _int(delay_time_level, "delay_time_level")
 
-    def copy_for_send(self) -> _RfMessage:
+    def _copy_for_send(self) -> _RfMessage:
         """What a send sends: a rocketflow `rocketflow.Message` copy of this one."""
         msg = self._message
         return _RfMessage(msg.topic, msg.body, flag=msg.flag, properties=msg.properties)
@@ -356,7 +356,7 @@ class _Connection:
     def client_settings(self) -> dict[str, Any]:
         """`rocketflow.client.ClientConfig` fields; raises ValueError when the domain serves no list."""
         settings: dict[str, Any] = {}
-        addr = self.namesrv_addr or (fetch_namesrv_addr(self.namesrv_domain) if self.namesrv_domain else None)
+        addr = self.namesrv_addr or (_fetch_namesrv_addr(self.namesrv_domain) if self.namesrv_domain else None)
         if addr:
             settings["namesrv_addr"] = addr
         if self.access_key and self.secret_key:
@@ -373,7 +373,7 @@ class _Connection:
         self.channel = _text(channel, "channel")
 
 
-def fetch_namesrv_addr(domain: str) -> str:
+def _fetch_namesrv_addr(domain: str) -> str:
     """The name server list a ``set_name_server_domain`` URL serves: the first line of an HTTP GET,
     ``host:port;host:port`` (as the C++ client's TopAddressing reads it). Raises ValueError."""
     url = domain if "://" in domain else f"http://{domain}"
@@ -694,7 +694,7 @@ def _to_send(msg: object) -> _RfMessage:
     """A copy of a `Message` argument for one send (each send stamps its own UNIQ_KEY on what it sends)."""
     if not isinstance(msg, Message):
         raise TypeError(f"expected a rocketflow.compat.rocketmq.client.Message, got {type(msg).__name__}")
-    return msg.copy_for_send()
+    return msg._copy_for_send()
 
 
 def _check_sendable(msg: _RfMessage, max_size: int) -> None:
@@ -729,7 +729,7 @@ class _TransactionListener:
         return _transaction_state(lambda: local_execute(ReceivedMessage(msg), user_args), "local_execute")
 
     def check_local_transaction(self, msg: MessageExt) -> LocalTransactionState:
-        checker = self._owner.checker_callback
+        checker = self._owner._checker_callback
         return _transaction_state(lambda: checker(ReceivedMessage(msg)), "checker_callback")
 
 
@@ -770,8 +770,7 @@ class TransactionMQProducer(Producer):
         if not callable(checker_callback):
             raise TypeError(f"checker_callback must be callable, got {checker_callback!r}")
         super().__init__(group_id, False, timeout, compress_level, max_message_size)
-        #: answers the broker's checks (``checker_callback(ReceivedMessage) -> TransactionStatus``)
-        self.checker_callback = checker_callback
+        self._checker_callback = checker_callback
         self._user_args = user_args
 
     def _create(self, settings: dict[str, Any]) -> _RfProducer:
