@@ -33,6 +33,7 @@ from rocketflow.protocol.bodies import (
     TopicStatsTable,
     UnlockBatchRequestBody,
 )
+from rocketflow.protocol.ids import InvalidMessageIdError, decode_offset_msg_id
 from rocketflow.protocol.message import MessageQueue
 from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
 from rocketflow.remoting import fastjson
@@ -41,6 +42,7 @@ from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.errors import BodyDecodeError
 from rocketflow.remoting.headers import (
     CloneGroupOffsetRequestHeader,
+    ConsumeMessageDirectlyResultRequestHeader,
     CreateTopicRequestHeader,
     DeleteSubscriptionGroupRequestHeader,
     DeleteTopicRequestHeader,
@@ -151,6 +153,7 @@ class AdminBrokerProcessor:
             RequestCode.QUERY_TOPIC_CONSUME_BY_WHO: self.query_topic_consume_by_who,
             RequestCode.INVOKE_BROKER_TO_RESET_OFFSET: self.reset_offset,
             RequestCode.GET_CONSUMER_RUNNING_INFO: self.get_consumer_running_info,
+            RequestCode.CONSUME_MESSAGE_DIRECTLY: self.consume_message_directly,
         }
 
     def process(self, ctx: RequestContext,
@@ -366,18 +369,40 @@ class AdminBrokerProcessor:
     async def get_consumer_running_info(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """Relay GET_CONSUMER_RUNNING_INFO to the client and return its answer."""
         header = GetConsumerRunningInfoRequestHeader.from_command(request)
-        group_info = self.broker.clients.get_consumer_group(header.consumer_group)
-        info = group_info.find_channel(header.client_id) if group_info is not None else None
-        if info is None or info.channel.closed:
-            return error(request, ResponseCode.SYSTEM_ERROR,
-                         f"The Consumer <{header.consumer_group}> <{header.client_id}> not online")
         relay = RemotingCommand.request(RequestCode.GET_CONSUMER_RUNNING_INFO, header.to_ext_fields(),
                                         language=LanguageCode.JAVA)
+        return await self._call_consumer(request, relay, header.consumer_group, header.client_id)
+
+    async def consume_message_directly(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        """Have a client of the group consume the stored message ``msgId`` (an offset msg id) once: the record
+        goes to the client with this broker's name, and the client's `ConsumeMessageDirectlyResult` comes back."""
+        header = ConsumeMessageDirectlyResultRequestHeader.from_command(request)
+        if not header.client_id:
+            return error(request, ResponseCode.SYSTEM_ERROR, "CONSUME_MESSAGE_DIRECTLY needs a clientId")
+        try:
+            _, _, offset = decode_offset_msg_id(header.msg_id or "")
+        except InvalidMessageIdError as exc:
+            return error(request, ResponseCode.SYSTEM_ERROR, f"invalid msgId {header.msg_id!r}: {exc}")
+        record = self.broker.store.select_one_message_by_offset(offset) if offset >= 0 else None
+        if record is None:
+            return error(request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {offset}")
+        fields = header.to_ext_fields()
+        fields["brokerName"] = self.broker.config.broker_name
+        relay = RemotingCommand.request(RequestCode.CONSUME_MESSAGE_DIRECTLY, fields, bytes(record),
+                                        language=LanguageCode.JAVA)
+        return await self._call_consumer(request, relay, header.consumer_group, header.client_id)
+
+    async def _call_consumer(self, request: RemotingCommand, relay: RemotingCommand, group: str,
+                             client_id: str) -> RemotingCommand:
+        """Send ``relay`` to the client ``client_id`` of ``group`` and answer ``request`` with its response."""
+        group_info = self.broker.clients.get_consumer_group(group)
+        info = group_info.find_channel(client_id) if group_info is not None else None
+        if info is None or info.channel.closed:
+            return error(request, ResponseCode.SYSTEM_ERROR, f"The Consumer <{group}> <{client_id}> not online")
         try:
             answer = await info.channel.invoke(relay, self.broker.config.client_call_timeout_ms / 1000)
         except RemotingError as exc:
-            return error(request, ResponseCode.SYSTEM_ERROR,
-                         f"invoke consumer <{header.consumer_group}> <{header.client_id}> failed: {exc}")
+            return error(request, ResponseCode.SYSTEM_ERROR, f"invoke consumer <{group}> <{client_id}> failed: {exc}")
         return request.make_response(answer.code, remark=answer.remark, ext_fields=answer.ext_fields,
                                      body=answer.body)
 
