@@ -24,7 +24,7 @@ from rocketflow.net import Channel, RequestContext
 from rocketflow.net.deadline_timer import DeadlineTimer
 from rocketflow.remoting.command import RemotingCommand
 
-logger = logging.getLogger("rocketflow.broker.long_polling")
+logger = logging.getLogger(__name__)
 
 #: Re-runs a held pull without suspension, given what its first run parsed (the `HeldPull.parsed` it
 #: was suspended with); returns its response (None = nothing to send).
@@ -153,11 +153,6 @@ class PullRequestHoldService:
                     del self._held[key]
         self._live -= released
         return released
-
-    def notify_message_arriving(self, topic: str, queue_id: int, queue_offset: int, tags_code: int,
-                                store_timestamp: int = 0) -> None:
-        """A message was stored at ``queue_offset`` of ``topic@queue_id``."""
-        self.notify_messages_arriving(topic, queue_id, queue_offset, (tags_code,), store_timestamp)
 
     def notify_messages_arriving(self, topic: str, queue_id: int, first_offset: int, tags_codes: Sequence[int],
                                  store_timestamp: int = 0) -> None:
