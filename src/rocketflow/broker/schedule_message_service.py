@@ -3,7 +3,7 @@
 A message with delay level L waits in queue L-1 of SCHEDULE_TOPIC_XXXX; its consume-queue tags
 code is its deliver time. Each level's progress is a consume offset kept in ``delayOffset.json``.
 When a message is due it is stored again under its REAL_TOPIC / REAL_QID with DELAY removed.
-The first check runs 1 s after start, then every 100 ms.
+The first check runs 1 s after start, then every 100 ms. See docs/design/broker.md#delayed-delivery.
 """
 
 from __future__ import annotations

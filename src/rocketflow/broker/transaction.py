@@ -21,7 +21,7 @@ RocketMQ's two-phase send (4.x, ``TransactionalMessageServiceImpl`` and its chec
 A half message with a long ``CHECK_IMMUNITY_TIME_IN_SECONDS`` holds back the check of the ones
 behind it until it is due (RocketMQ re-queues it instead). Beyond RocketMQ: a transaction
 resolved once (by its UNIQ_KEY) is not stored twice when its END_TRANSACTION is repeated or races
-a check-back, while the broker runs.
+a check-back, while the broker runs. See docs/design/broker.md#transactions.
 """
 
 from __future__ import annotations
