@@ -22,10 +22,10 @@ from pathlib import Path
 from playwright.sync_api import sync_playwright
 
 from rocketflow import ConsumeConcurrentlyStatus, Message, Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import ConsumeConcurrentlyContext
 from rocketflow.client.admin import Admin
 from rocketflow.console import ConsoleSettings, ConsoleThread
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
 
 ROOT = Path(__file__).resolve().parents[1]

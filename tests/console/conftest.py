@@ -25,9 +25,9 @@ from console_helpers import (
 )
 
 from rocketflow import ConsumeConcurrentlyStatus, Producer, PushConsumer
-from rocketflow.broker import DevCluster  # the one import of DevCluster in these tests
 from rocketflow.client import ConsumeConcurrentlyContext
 from rocketflow.client.admin import Admin
+from rocketflow.dev import DevCluster  # the one import of DevCluster in these tests
 from rocketflow.protocol.message import MessageExt
 
 

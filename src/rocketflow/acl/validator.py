@@ -61,7 +61,7 @@ from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.errors import ProtocolError
 
-logger = logging.getLogger("rocketflow.acl")
+logger = logging.getLogger(__name__)
 
 #: Codes RocketMQ 4.9.3 reserves for admin accounts (``Permission.ADMIN_CODE``).
 ROCKETMQ_ADMIN_CODES: Final = frozenset({

@@ -39,7 +39,6 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rocketflow.broker import DevCluster
 from rocketflow.client import (
     ClientInstance,
     ConsumeFromWhere,
@@ -52,6 +51,7 @@ from rocketflow.client import (
     SendStatus,
 )
 from rocketflow.client.instance import shutdown_all
+from rocketflow.dev import DevCluster
 from rocketflow.errors import RocketflowError
 from rocketflow.protocol.bodies import TopicConfig
 from rocketflow.protocol.message import Message, MessageExt, MessageQueue

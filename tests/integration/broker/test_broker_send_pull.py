@@ -17,7 +17,7 @@ from broker_helpers import (
     send_request,
 )
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import TopicConfigSerializeWrapper
 from rocketflow.protocol.codec import decode_record

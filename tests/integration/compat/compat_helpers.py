@@ -9,9 +9,9 @@ import time
 import uuid
 from collections.abc import Callable
 
-from rocketflow.broker import DevCluster
 from rocketflow.client import MQError
 from rocketflow.client.admin import Admin
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
 
 #: fast transaction check-backs (RocketMQ: every 60 s after 6 s) and short retry delays (level 3 = 1 s)
