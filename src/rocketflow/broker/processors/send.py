@@ -67,7 +67,8 @@ class SendMessageProcessor:
         checked = check_send(self.ctx, request_ctx, request, header)
         if isinstance(checked, RemotingCommand):
             return checked
-        if request.code == RequestCode.SEND_BATCH_MESSAGE:
+        # the header's batch flag decides, as in RocketMQ: the C++ client sends batches as SEND_MESSAGE with it
+        if request.code == RequestCode.SEND_BATCH_MESSAGE or header.batch:
             return self._send_batch(request_ctx, request, header, checked)
         return self._send_single(request_ctx, request, header, checked)
 
