@@ -282,6 +282,7 @@ def decode_records(data: bytes | bytearray | memoryview, *, decompress: bool = T
     new_message = _new_message_ext
     message_class = MessageExt
     flag_byte = HOSTS_VARIANT_BYTE
+    tail_size = TAIL_FIXED_SIZE
 
     def fallback(at: int) -> int:
         """Decode the record at ``at`` with `decode_record`'s code (or raise); where the next one starts."""
@@ -316,7 +317,7 @@ def decode_records(data: bytes | bytearray | memoryview, *, decompress: bool = T
         record_end = pos + total_size
         body_end = body_start + body_len
         if (magic != MAGIC_CODE or sys_flag & _COMPRESSED or body_len < 0 or record_end > end
-                or body_end + TAIL_FIXED_SIZE > record_end):
+                or body_end + tail_size > record_end):
             pos = fallback(pos)
             continue
         topic_end = body_end + 1 + data[body_end]

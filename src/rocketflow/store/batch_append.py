@@ -447,6 +447,7 @@ def _append_by_loop(log: AppendLog, batch: EncodedBatchRequest, now: int, topic_
     index_prefix = (topic + "#").encode("utf-8")
     tags_code_of = _tags_code
     unpack = BATCH_ELEMENT_HEAD.unpack_from
+    element_head_size = BATCH_ELEMENT_HEAD.size
     crc32 = zlib.crc32
     record_struct = record_packer
     packers: dict[tuple[int, int], struct.Struct] = {}
@@ -460,7 +461,7 @@ def _append_by_loop(log: AppendLog, batch: EncodedBatchRequest, now: int, topic_
             if end - element_start < BATCH_ELEMENT_FIXED_SIZE:
                 raise _illegal_element(element, f"truncated ({end - element_start} bytes left)")
             declared, _magic, _crc, flag, body_len = unpack(data, element_start)
-            body_start = element_start + BATCH_ELEMENT_HEAD.size
+            body_start = element_start + element_head_size
             body_end = body_start + body_len
             if body_len < 0 or body_end + 2 > end:
                 raise _illegal_element(element, f"body length {body_len} exceeds the batch")

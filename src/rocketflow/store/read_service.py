@@ -364,6 +364,7 @@ class ReadService:
         scanned = 0
         run_mm: mmap.mmap | None = None  # the pending run of back-to-back records (merge)
         run_start = run_end = 0
+        blank_size = BLANK_UNIT_SIZE
         for phys, size, tags_code in UNIT.iter_unpack(units):
             max_phys_pulling = phys
             if next_file_start >= 0 and phys < next_file_start:
@@ -397,7 +398,7 @@ class ReadService:
             readable = False
             if seg_file is not None and seg_mm is not None:
                 rel = phys - seg_from
-                if rel + size <= seg_file.wrote_position and size != BLANK_UNIT_SIZE:
+                if rel + size <= seg_file.wrote_position and size != blank_size:
                     if merge:
                         readable = True
                     else:

@@ -122,6 +122,7 @@ def scan_records(
     if not files_now:
         return start_offset
     heads = _SCAN_HEADS
+    tail_size = TAIL_FIXED_SIZE
     topics = _scan_topic_cache
     crc32 = zlib.crc32
     separator = MessageConst.KEY_SEPARATOR
@@ -153,7 +154,7 @@ def scan_records(
                 if magic != MAGIC_CODE or total <= 0 or pos + total > limit or total < RECORD_FIXED_SIZE_V4:
                     return phys
                 head = heads[(mm[pos + HOSTS_VARIANT_BYTE] >> 4) & 3]
-                if total < head.size + TAIL_FIXED_SIZE:
+                if total < head.size + tail_size:
                     log.warning("commit log: record at %d declares a size of %d bytes, below the minimum",
                                 phys, total)
                     return phys
@@ -162,7 +163,7 @@ def scan_records(
                 record_end = pos + total
                 body_start = pos + head.size
                 body_end = body_start + body_len
-                if body_len < 0 or body_end + TAIL_FIXED_SIZE > record_end:
+                if body_len < 0 or body_end + tail_size > record_end:
                     log.warning("commit log: record at %d: body length %d does not fit its size", phys, body_len)
                     return phys
                 topic_len = mm[body_end]
