@@ -52,6 +52,7 @@ from rocketflow.client import (
 )
 from rocketflow.client.instance import shutdown_all
 from rocketflow.dev import DevCluster
+from rocketflow.errors import RocketflowError
 from rocketflow.protocol.bodies import TopicConfig
 from rocketflow.protocol.message import Message, MessageExt, MessageQueue
 
@@ -67,7 +68,7 @@ DEFAULT_ORDERS: Final = 5000
 STALL_TIMEOUT: Final = 60.0
 
 
-class DemoError(ValueError):
+class DemoError(RocketflowError, ValueError):
     """Bad demo settings or an unusable environment, with what to change."""
 
 

@@ -35,7 +35,7 @@ from rocketflow.protocol.codec import UndecodableRecord
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.remoting.codes import ResponseCode
-from rocketflow.store.commit_log import AppendResult, PutMessageRequest, PutMessageStatus
+from rocketflow.store.put_request import AppendResult, PutMessageRequest, PutMessageStatus
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 #: What the attacker stored: flagged COMPRESSED, but not zlib.
