@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from rocketflow.client import ConsumeOrderlyStatus, MessageModel, PushConsumerSettings
-from rocketflow.client.consume_context import ConsumeOrderlyContext
-from rocketflow.client.consume_orderly import ConsumeMessageOrderlyService
-from rocketflow.client.process_queue import ProcessQueue
-from rocketflow.client.stats import ConsumerStats
+from rocketflow.client.consumer.consume.context import ConsumeOrderlyContext
+from rocketflow.client.consumer.consume.orderly import ConsumeMessageOrderlyService
+from rocketflow.client.consumer.process_queue import ProcessQueue
+from rocketflow.client.consumer.stats import ConsumerStats
 from rocketflow.protocol.message import MessageExt, MessageQueue
 
 MQ = MessageQueue("T", "b", 0)

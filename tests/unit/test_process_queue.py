@@ -9,7 +9,7 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from rocketflow.client.process_queue import (
+from rocketflow.client.consumer.process_queue import (
     DEFAULT_CONSUME_TIMEOUT_MS,
     OffsetMap,
     ProcessQueue,

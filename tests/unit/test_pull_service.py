@@ -14,9 +14,8 @@ import pytest
 from rocketflow import PushConsumer
 from rocketflow.client import AllocateMessageQueueAveragely, MessageModel, PushConsumerSettings
 from rocketflow.client.api import PullResult, PullStatus
-from rocketflow.client.errors import MQBrokerError, MQTimeoutError
-from rocketflow.client.process_queue import ProcessQueue
-from rocketflow.client.pull_service import (
+from rocketflow.client.consumer.coordinator.rebalance import RebalancePushImpl
+from rocketflow.client.consumer.fetcher import (
     ANSWER_LATER_MIN_UNITS,
     OFFSET_ILLEGAL_FIX_DELAY_MILLS,
     PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION,
@@ -24,8 +23,9 @@ from rocketflow.client.pull_service import (
     PullMessageService,
     PullRequest,
 )
-from rocketflow.client.rebalance import RebalancePushImpl
-from rocketflow.client.stats import ConsumerStats
+from rocketflow.client.consumer.process_queue import ProcessQueue
+from rocketflow.client.consumer.stats import ConsumerStats
+from rocketflow.client.errors import MQBrokerError, MQTimeoutError
 from rocketflow.protocol.bodies import SubscriptionData
 from rocketflow.protocol.codec import encode_record
 from rocketflow.protocol.message import MessageExt, MessageQueue

@@ -18,8 +18,8 @@ from rocketflow.client import (
     MQClientError,
     PushConsumerSettings,
 )
-from rocketflow.client.consume_context import CMResult, ConsumeMessageDirectlyResult, is_async_callable
-from rocketflow.client.rebalance import parse_consume_timestamp
+from rocketflow.client.consumer.consume.context import CMResult, ConsumeMessageDirectlyResult, is_async_callable
+from rocketflow.client.consumer.coordinator.rebalance import parse_consume_timestamp
 from rocketflow.protocol.bodies import ConsumeType
 from rocketflow.remoting.errors import BodyDecodeError
 

@@ -22,8 +22,8 @@ from prometheus_client.exposition import start_wsgi_server
 from prometheus_client.registry import Collector
 
 from rocketflow import __version__
+from rocketflow.client.consumer.stats import ConsumerStats
 from rocketflow.client.errors import MQError
-from rocketflow.client.stats import ConsumerStats
 from rocketflow.protocol.message import MessageQueue
 
 if TYPE_CHECKING:

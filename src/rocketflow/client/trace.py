@@ -25,14 +25,14 @@ from dataclasses import dataclass, field
 from enum import Enum, IntEnum
 from typing import TYPE_CHECKING, Final
 
-from rocketflow.client.consume_context import ConsumeMessageContext
-from rocketflow.client.hooks import ConsumeMessageHook
+from rocketflow.client.consumer.consume.context import ConsumeMessageContext
+from rocketflow.client.consumer.consume.hooks import ConsumeMessageHook
 from rocketflow.protocol.message import Message, MessageConst
 from rocketflow.protocol.names import TRACE_TOPIC
 
 if TYPE_CHECKING:
     from rocketflow.client.instance import ClientInstance
-    from rocketflow.client.producer import Producer
+    from rocketflow.client.producer.producer import Producer
 
 logger = logging.getLogger("rocketflow.client.trace")
 
@@ -270,7 +270,7 @@ class TraceDispatcher:
     async def _send(self, records: list[TraceRecord]) -> None:
         producer = self._producer
         if producer is None:
-            from rocketflow.client.producer import Producer
+            from rocketflow.client.producer.producer import Producer
 
             producer = self._producer = Producer._attached(self.producer_group, self.instance)
         start = 0

@@ -17,7 +17,7 @@ from client_helpers import create_topic, wait_until
 
 from rocketflow.broker import DevCluster
 from rocketflow.client import ClientConfig, ClientInstance, MQClientError, MQTimeoutError
-from rocketflow.client.pull_service import PullAPIWrapper, PullStatus
+from rocketflow.client.consumer.fetcher import PullAPIWrapper, PullStatus
 from rocketflow.protocol.bodies import ConsumerData, ConsumerRunningInfo, SubscriptionData
 from rocketflow.protocol.message import Message, MessageQueue
 from rocketflow.protocol.sysflag import build_pull_sys_flag

@@ -14,7 +14,7 @@ from rocketflow import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Pro
 from rocketflow.broker import DevCluster
 from rocketflow.cli.main import cli
 from rocketflow.client.admin import Admin
-from rocketflow.client.consume_context import ConsumeConcurrentlyContext
+from rocketflow.client.consumer.consume.context import ConsumeConcurrentlyContext
 from rocketflow.client.trace import TraceType
 from rocketflow.protocol.message import MessageExt
 from rocketflow.protocol.names import TRACE_TOPIC

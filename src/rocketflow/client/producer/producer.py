@@ -47,7 +47,7 @@ from rocketflow.client.api import (
 from rocketflow.client.config import CLIENT_CONFIG_FIELDS, ClientConfig
 from rocketflow.client.errors import MQBrokerError, MQClientError, MQError, MQRemotingError, MQTimeoutError
 from rocketflow.client.instance import CLIENT_INNER_PRODUCER_GROUP, ClientInstance
-from rocketflow.client.request_reply import is_reply, stamp_request
+from rocketflow.client.producer.request_reply import is_reply, stamp_request
 from rocketflow.client.route import TopicPublishInfo
 from rocketflow.client.trace import TraceDispatcher, TraceRecord, TraceType, message_type_of
 from rocketflow.protocol.codec import RecordEncodeError, compress_body, encode_batch_body
@@ -72,7 +72,7 @@ from rocketflow.protocol.tags import java_string_hash
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.headers import SendMessageRequestHeader
 
-logger = logging.getLogger("rocketflow.client.producer")
+logger = logging.getLogger("rocketflow.client.producer.producer")
 
 #: RocketMQ refuses this group name for user producers.
 DEFAULT_PRODUCER_GROUP: Final = "DEFAULT_PRODUCER"

@@ -11,10 +11,10 @@ from __future__ import annotations
 import logging
 import threading
 
-from rocketflow.client.consume_context import ConsumeMessageContext
+from rocketflow.client.consumer.consume.context import ConsumeMessageContext
 from rocketflow.client.errors import MQClientError
 
-logger = logging.getLogger("rocketflow.client.hooks")
+logger = logging.getLogger("rocketflow.client.consumer.consume.hooks")
 
 
 class ConsumeMessageHook:

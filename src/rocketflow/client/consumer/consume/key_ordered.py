@@ -56,20 +56,20 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, TypeAlias
 
 from rocketflow.client.config import KeyOrderedConfig
-from rocketflow.client.consume_concurrently import CallTally
-from rocketflow.client.consume_context import ConsumeOrderlyContext, ConsumeOrderlyStatus
-from rocketflow.client.consume_orderly import (
+from rocketflow.client.consumer.consume.concurrent import CallTally
+from rocketflow.client.consumer.consume.context import ConsumeOrderlyContext, ConsumeOrderlyStatus
+from rocketflow.client.consumer.consume.orderly import (
     STATS_FLUSH_CALLS,
     SUSPEND_MAX_MILLS,
     SUSPEND_MIN_MILLS,
     TRY_LOCK_LATER_AT_ENTRY_MILLS,
     ConsumeMessageOrderlyService,
 )
-from rocketflow.client.process_queue import ConsumeLock, ProcessQueue
+from rocketflow.client.consumer.process_queue import ConsumeLock, ProcessQueue
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 
 if TYPE_CHECKING:
-    from rocketflow.client.push_consumer import PushConsumer
+    from rocketflow.client.consumer.push_consumer import PushConsumer
 
 logger = logging.getLogger("rocketflow.client.consume")
 

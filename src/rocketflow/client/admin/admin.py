@@ -1059,7 +1059,7 @@ class Admin:
              tags: str | None = None, sharding_key: str | None = None,
              properties: Mapping[str, str] | None = None, group: str = ADMIN_PRODUCER_GROUP) -> SendResult:
         """Send one message with a producer of ``group`` on the admin's client instance."""
-        from rocketflow.client.producer import Producer
+        from rocketflow.client.producer.producer import Producer
 
         data = body.encode() if isinstance(body, str) else bytes(body)
         msg = Message(topic, data, tags=tags, keys=keys, properties=properties)

@@ -26,7 +26,7 @@ from typing import Any, Final, Protocol
 from rocketflow.client.api import SendResult, SendStatus
 from rocketflow.client.config import ClientConfig
 from rocketflow.client.errors import MQClientError, MQError
-from rocketflow.client.producer import Producer
+from rocketflow.client.producer.producer import Producer
 from rocketflow.client.trace import TraceMessageType, TraceRecord, TraceType
 from rocketflow.protocol.ids import decode_offset_msg_id
 from rocketflow.protocol.message import Message, MessageConst, MessageExt

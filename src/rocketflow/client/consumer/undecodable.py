@@ -28,8 +28,8 @@ import time
 from typing import TYPE_CHECKING, Final
 
 from rocketflow.client.api import OFFSET_RPC_TIMEOUT, encode_message_properties
+from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.client.instance import CLIENT_INNER_PRODUCER_GROUP
-from rocketflow.client.process_queue import ProcessQueue
 from rocketflow.protocol.bodies import MessageModel
 from rocketflow.protocol.codec import UndecodableRecord
 from rocketflow.protocol.message import MessageConst, MessageQueue
@@ -38,7 +38,7 @@ from rocketflow.protocol.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARA
 from rocketflow.remoting.headers import SendMessageRequestHeader
 
 if TYPE_CHECKING:
-    from rocketflow.client.push_consumer import PushConsumer
+    from rocketflow.client.consumer.push_consumer import PushConsumer
 
 logger = logging.getLogger("rocketflow.client.consume")
 

@@ -12,19 +12,19 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from rocketflow.client.consumer.coordinator.rebalance import RebalanceImpl
+from rocketflow.client.consumer.fetcher import PullRequest
+from rocketflow.client.consumer.offset_store import ReadOffsetType
+from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.client.errors import MQError
-from rocketflow.client.offset_store import ReadOffsetType
-from rocketflow.client.process_queue import ProcessQueue
-from rocketflow.client.pull_service import PullRequest
-from rocketflow.client.rebalance import RebalanceImpl
 from rocketflow.protocol.bodies import ConsumeFromWhere, ConsumeType
 from rocketflow.protocol.message import MessageQueue
 from rocketflow.protocol.names import is_retry_topic
 
 if TYPE_CHECKING:
-    from rocketflow.client.pull_consumer import PullConsumer
+    from rocketflow.client.consumer.pull_consumer import PullConsumer
 
-logger = logging.getLogger("rocketflow.client.rebalance")
+logger = logging.getLogger("rocketflow.client.consumer.coordinator.rebalance")
 
 
 class RebalanceLitePullImpl(RebalanceImpl):

@@ -44,7 +44,7 @@ from rocketflow.acl.signing import AclClientHook
 from rocketflow.client.api import ClientAPI
 from rocketflow.client.config import ClientConfig
 from rocketflow.client.errors import MQClientError, MQError, MQTimeoutError
-from rocketflow.client.request_reply import reply_from_push
+from rocketflow.client.producer.request_reply import reply_from_push
 from rocketflow.client.route import (
     MASTER_ID,
     FindBrokerResult,
@@ -982,7 +982,7 @@ class ClientInstance:
         """A producer of group ``CLIENT_INNER_PRODUCER`` on this instance (used to send messages back
         to retry topics when CONSUMER_SEND_MSG_BACK fails). Valid while the instance is started."""
         if self._inner_producer is None:
-            from rocketflow.client.producer import Producer
+            from rocketflow.client.producer.producer import Producer
 
             self._inner_producer = Producer._attached(CLIENT_INNER_PRODUCER_GROUP, self)
         return self._inner_producer

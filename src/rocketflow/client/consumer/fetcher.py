@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from rocketflow.client.api import PullResult, PullStatus, pull_offset_properties
+from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.client.errors import (
     MQBrokerError,
     MQClientError,
@@ -33,7 +34,6 @@ from rocketflow.client.errors import (
     MQRemotingError,
 )
 from rocketflow.client.instance import ClientInstance
-from rocketflow.client.process_queue import ProcessQueue
 from rocketflow.client.repeated_log import RepeatedLog
 from rocketflow.client.route import MASTER_ID
 from rocketflow.protocol.bodies import MessageModel, SubscriptionData
@@ -46,7 +46,7 @@ from rocketflow.remoting.errors import ProtocolError
 from rocketflow.remoting.headers import PullMessageRequestHeader
 
 if TYPE_CHECKING:
-    from rocketflow.client.push_consumer import PushConsumer
+    from rocketflow.client.consumer.push_consumer import PushConsumer
 
 logger = logging.getLogger("rocketflow.client.pull")
 

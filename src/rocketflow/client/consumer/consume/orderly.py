@@ -31,8 +31,8 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, Final, Literal
 
-from rocketflow.client.consume_concurrently import BUNDLE_MAX_CALLS, CallTally, ConsumeMessageService
-from rocketflow.client.consume_context import (
+from rocketflow.client.consumer.consume.concurrent import BUNDLE_MAX_CALLS, CallTally, ConsumeMessageService
+from rocketflow.client.consumer.consume.context import (
     CMResult,
     ConsumeMessageContext,
     ConsumeMessageDirectlyResult,
@@ -40,12 +40,12 @@ from rocketflow.client.consume_context import (
     ConsumeOrderlyStatus,
     ConsumeReturnType,
 )
-from rocketflow.client.process_queue import ConsumeLock, ProcessQueue
+from rocketflow.client.consumer.process_queue import ConsumeLock, ProcessQueue
 from rocketflow.protocol.bodies import MessageModel
 from rocketflow.protocol.message import Message, MessageConst, MessageExt, MessageQueue
 
 if TYPE_CHECKING:
-    from rocketflow.client.push_consumer import PushConsumer
+    from rocketflow.client.consumer.push_consumer import PushConsumer
 
 logger = logging.getLogger("rocketflow.client.consume")
 

@@ -65,23 +65,23 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from rocketflow.client.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rocketflow.client.api import PullResult, PullStatus
 from rocketflow.client.config import CLIENT_CONFIG_FIELDS, ClientConfig
-from rocketflow.client.errors import MQClientError, MQError
-from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
-from rocketflow.client.message_selector import MessageSelector, subscription_data
-from rocketflow.client.offset_store import (
+from rocketflow.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
+from rocketflow.client.consumer.coordinator.lite_pull import RebalanceLitePullImpl
+from rocketflow.client.consumer.coordinator.rebalance import CONSUME_TIMESTAMP_FORMAT, parse_consume_timestamp
+from rocketflow.client.consumer.fetcher import PullAPIWrapper
+from rocketflow.client.consumer.offset_store import (
     LocalFileOffsetStore,
     OffsetStore,
     ReadOffsetType,
     RemoteBrokerOffsetStore,
 )
-from rocketflow.client.process_queue import ProcessQueue
-from rocketflow.client.pull_service import PullAPIWrapper
-from rocketflow.client.push_consumer import DEFAULT_CONSUMER_GROUP, ServiceState, default_consume_timestamp
-from rocketflow.client.rebalance import CONSUME_TIMESTAMP_FORMAT, parse_consume_timestamp
-from rocketflow.client.rebalance_lite import RebalanceLitePullImpl
+from rocketflow.client.consumer.process_queue import ProcessQueue
+from rocketflow.client.consumer.push_consumer import DEFAULT_CONSUMER_GROUP, ServiceState, default_consume_timestamp
+from rocketflow.client.consumer.subscription import MessageSelector, subscription_data
+from rocketflow.client.errors import MQClientError, MQError
+from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
 from rocketflow.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -96,7 +96,7 @@ from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
 from rocketflow.protocol.sysflag import build_pull_sys_flag
 
-logger = logging.getLogger("rocketflow.client.pull_consumer")
+logger = logging.getLogger("rocketflow.client.consumer.pull_consumer")
 
 #: Re-check delay of a paused queue (``PULL_TIME_DELAY_MILLS_WHEN_PAUSE``), seconds; `resume` wakes it at once.
 PULL_DELAY_WHEN_PAUSE: Final = 1.0

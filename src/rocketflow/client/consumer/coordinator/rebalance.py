@@ -28,7 +28,7 @@ Deviations from RocketMQ 4.9.3, each on purpose:
   the illegal offset (4.9.3 also removes, and overwrites the offset of, one created meanwhile);
 * a broker error other than QUERY_NOT_FOUND while reading a new queue's committed offset skips
   the queue this round (4.9.3 takes it for "no offset" and may start from the last offset,
-  skipping messages; see `rocketflow.client.offset_store`).
+  skipping messages; see `rocketflow.client.consumer.offset_store`).
 """
 
 from __future__ import annotations
@@ -41,12 +41,12 @@ from collections.abc import Callable, Iterable
 from datetime import datetime
 from typing import TYPE_CHECKING, Final
 
-from rocketflow.client.allocate import AllocateMessageQueueStrategy
+from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
+from rocketflow.client.consumer.fetcher import PullRequest
+from rocketflow.client.consumer.offset_store import ReadOffsetType
+from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.instance import ClientInstance
-from rocketflow.client.offset_store import ReadOffsetType
-from rocketflow.client.process_queue import ProcessQueue
-from rocketflow.client.pull_service import PullRequest
 from rocketflow.client.route import MASTER_ID
 from rocketflow.protocol.bodies import (
     ConsumeFromWhere,
@@ -61,9 +61,9 @@ from rocketflow.protocol.message import MessageQueue
 from rocketflow.protocol.names import is_retry_topic
 
 if TYPE_CHECKING:
-    from rocketflow.client.push_consumer import PushConsumer
+    from rocketflow.client.consumer.push_consumer import PushConsumer
 
-logger = logging.getLogger("rocketflow.client.rebalance")
+logger = logging.getLogger("rocketflow.client.consumer.coordinator.rebalance")
 
 #: Format of ``consume_timestamp`` (RocketMQ's ``UtilAll.YYYYMMDDHHMMSS``), local time.
 CONSUME_TIMESTAMP_FORMAT: Final = "%Y%m%d%H%M%S"

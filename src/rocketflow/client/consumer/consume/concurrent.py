@@ -31,7 +31,7 @@ from collections import deque
 from collections.abc import Awaitable, Callable, Coroutine
 from typing import TYPE_CHECKING, Any, Final
 
-from rocketflow.client.consume_context import (
+from rocketflow.client.consumer.consume.context import (
     CONSUME_CONTEXT_TYPE,
     CMResult,
     ConsumeConcurrentlyContext,
@@ -41,12 +41,12 @@ from rocketflow.client.consume_context import (
     ConsumeReturnType,
     is_async_callable,
 )
-from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.protocol.bodies import MessageModel, now_millis
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 
 if TYPE_CHECKING:
-    from rocketflow.client.push_consumer import PushConsumer
+    from rocketflow.client.consumer.push_consumer import PushConsumer
 
 logger = logging.getLogger("rocketflow.client.consume")
 

@@ -30,7 +30,7 @@ Differences from RocketMQ 4.9.3 worth knowing:
   (RocketMQ releases the locks first and commits oneway);
 * a `reset_offset` from the broker waits for running listener calls of the consumer (at most
   10 s) instead of always sleeping 10 s;
-* see `rocketflow.client.rebalance` for the rebalance refinements.
+* see `rocketflow.client.consumer.coordinator.rebalance` for the rebalance refinements.
 """
 
 from __future__ import annotations
@@ -49,33 +49,37 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from rocketflow.client.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rocketflow.client.config import (
     CLIENT_CONFIG_FIELDS,
     DEFAULT_MAX_IN_FLIGHT_PER_QUEUE,
     ClientConfig,
     KeyOrderedConfig,
 )
-from rocketflow.client.consume_concurrently import ConsumeMessageConcurrentlyService, ConsumeMessageService
-from rocketflow.client.consume_context import (
+from rocketflow.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
+from rocketflow.client.consumer.consume.concurrent import ConsumeMessageConcurrentlyService, ConsumeMessageService
+from rocketflow.client.consumer.consume.context import (
     JAVA_INT_MAX,
     ConcurrentListener,
     ConsumeMessageDirectlyResult,
     OrderlyListener,
 )
-from rocketflow.client.consume_key_ordered import ConsumeMessageKeyOrderedService, KeyFunction
-from rocketflow.client.consume_orderly import ConsumeMessageOrderlyService
+from rocketflow.client.consumer.consume.hooks import ConsumeHooks
+from rocketflow.client.consumer.consume.key_ordered import ConsumeMessageKeyOrderedService, KeyFunction
+from rocketflow.client.consumer.consume.orderly import ConsumeMessageOrderlyService
+from rocketflow.client.consumer.coordinator.rebalance import (
+    CONSUME_TIMESTAMP_FORMAT,
+    RebalancePushImpl,
+    parse_consume_timestamp,
+)
+from rocketflow.client.consumer.fetcher import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION, PullMessageService
+from rocketflow.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from rocketflow.client.consumer.process_queue import ProcessQueue
+from rocketflow.client.consumer.stats import ConsumerStats
+from rocketflow.client.consumer.subscription import MessageSelector, subscription_data
+from rocketflow.client.consumer.undecodable import UndecodableHandler
 from rocketflow.client.errors import MQClientError, MQError
-from rocketflow.client.hooks import ConsumeHooks
 from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
-from rocketflow.client.message_selector import MessageSelector, subscription_data
-from rocketflow.client.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
-from rocketflow.client.process_queue import ProcessQueue
-from rocketflow.client.pull_service import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION, PullMessageService
-from rocketflow.client.rebalance import CONSUME_TIMESTAMP_FORMAT, RebalancePushImpl, parse_consume_timestamp
-from rocketflow.client.stats import ConsumerStats
 from rocketflow.client.trace import ConsumeTraceHook, TraceDispatcher
-from rocketflow.client.undecodable import UndecodableHandler
 from rocketflow.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -445,7 +449,7 @@ class PushConsumer:
 
     def register_key_ordered_listener(self, listener: OrderlyListener, key: KeyFunction | None = None,
                                       max_in_flight_per_queue: int = DEFAULT_MAX_IN_FLIGHT_PER_QUEUE) -> None:
-        """Key-ordered consumption (`rocketflow.client.consume_key_ordered`): ``listener([msg], context) ->
+        """Key-ordered consumption (`rocketflow.client.consumer.consume.key_ordered`): ``listener([msg], context) ->
         ConsumeOrderlyStatus`` (plain or ``async def``) gets one message at a time per key, keys of a queue in
         parallel (at most ``max_in_flight_per_queue``); ``key(msg) -> str`` overrides the default key (the
         sharding key, else the first of KEYS, else none). A key that keeps failing holds its messages in the
@@ -697,7 +701,7 @@ class PushConsumer:
 
     def dead_letter_undecodable(self, mq: MessageQueue, pq: ProcessQueue, records: list[UndecodableRecord]) -> None:
         """Pulled records of ``mq`` that cannot be decoded: held in ``pq`` (no offset passes them), sent to
-        ``%DLQ%<group>`` as stored, or skipped; logged and counted (see `rocketflow.client.undecodable`)."""
+        ``%DLQ%<group>`` as stored, or skipped; logged and counted (see `rocketflow.client.consumer.undecodable`)."""
         self._undecodable.take(mq, pq, records)
 
     async def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None) -> None:
