@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol, TypeVar
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -26,9 +26,6 @@ from rocketflow.client.consumer.stats import ConsumerStats
 from rocketflow.client.errors import MQError
 from rocketflow.protocol.message import MessageQueue
 
-if TYPE_CHECKING:
-    from rocketflow.client.instance import ClientInstance
-
 logger = logging.getLogger("rocketflow.client.metrics")
 
 PREFIX: Final = "rocketflow_client_"
@@ -36,6 +33,22 @@ PREFIX: Final = "rocketflow_client_"
 SEND_RT_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 #: How long a scrape waits for the client's loop to list the process queues.
 SNAPSHOT_TIMEOUT_SECONDS: Final = 5.0
+
+
+_T = TypeVar("_T")
+
+
+class MetricsSource(Protocol):
+    """What the metrics read from their client instance (a `ClientInstance`)."""
+
+    @property
+    def client_id(self) -> str: ...
+
+    def consumers(self) -> dict[str, Any]: ...
+
+    def in_loop_thread(self) -> bool: ...
+
+    def run(self, coro: Coroutine[Any, Any, _T], timeout: float | None = None) -> _T: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +76,7 @@ def consumer_queues_snapshot(consumers: dict[str, Any]) -> list[ConsumerQueuesSn
 class ClientCollector(Collector):
     """Builds the client's metric families at each scrape."""
 
-    def __init__(self, instance: ClientInstance, send_rt: Histogram, send_failures: Counter) -> None:
+    def __init__(self, instance: MetricsSource, send_rt: Histogram, send_failures: Counter) -> None:
         self._instance = instance
         self._send_rt = send_rt
         self._send_failures = send_failures
@@ -164,7 +177,7 @@ def queue_families(snapshots: Iterable[ConsumerQueuesSnapshot]) -> Iterator[Metr
 class ClientMetrics:
     """The registry, collector, send RT histogram and HTTP endpoint of one client instance."""
 
-    def __init__(self, instance: ClientInstance) -> None:
+    def __init__(self, instance: MetricsSource) -> None:
         self.instance = instance
         self.registry = CollectorRegistry(auto_describe=False)
         self.send_rt = Histogram(PREFIX + "send_rt_seconds", "Round trip of successful sends (one broker attempt).",

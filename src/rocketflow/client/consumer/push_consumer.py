@@ -63,7 +63,7 @@ from rocketflow.client.consumer.consume.context import (
     ConsumeMessageDirectlyResult,
     OrderlyListener,
 )
-from rocketflow.client.consumer.consume.hooks import ConsumeHooks
+from rocketflow.client.consumer.consume.hooks import ConsumeHooks, ConsumeTraceHook
 from rocketflow.client.consumer.consume.key_ordered import ConsumeMessageKeyOrderedService, KeyFunction
 from rocketflow.client.consumer.consume.orderly import ConsumeMessageOrderlyService
 from rocketflow.client.consumer.coordinator.rebalance import (
@@ -79,7 +79,8 @@ from rocketflow.client.consumer.subscription import MessageSelector, subscriptio
 from rocketflow.client.consumer.undecodable import UndecodableHandler
 from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
-from rocketflow.client.trace import ConsumeTraceHook, TraceDispatcher
+from rocketflow.client.producer.producer import new_trace_dispatcher
+from rocketflow.client.trace import TraceDispatcher
 from rocketflow.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -529,7 +530,7 @@ class PushConsumer:
             raise
         self._instance_started = True
         if self.settings.enable_msg_trace:
-            tracer = TraceDispatcher(instance, self.settings.trace_topic)
+            tracer = new_trace_dispatcher(instance, self.settings.trace_topic)
             tracer.start()
             self._tracer = tracer
             self.hooks.register(ConsumeTraceHook(tracer, self.group))

@@ -31,6 +31,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import dataclasses
+import functools
 import logging
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -267,7 +268,7 @@ class Producer:
         self._ids = UniqueIdGenerator(instance.config.resolved_client_ip())
         self._running = True
         if self.settings.enable_msg_trace:
-            tracer = TraceDispatcher(instance, self.settings.trace_topic)
+            tracer = new_trace_dispatcher(instance, self.settings.trace_topic)
             tracer.start()
             self._tracer = tracer
         try:
@@ -663,6 +664,14 @@ class Producer:
                             f"{last_error}", getattr(last_error, "code", None)) from last_error
 
 
+def new_trace_dispatcher(instance: ClientInstance, trace_topic: str | None) -> TraceDispatcher:
+    """A trace dispatcher of ``instance`` whose trace messages go out through producers attached to it."""
+    return TraceDispatcher(instance, lambda group: Producer._attached(group, instance), trace_topic)
+
+
+ClientInstance.inner_producer_factory = functools.partial(Producer._attached, CLIENT_INNER_PRODUCER_GROUP)
+
+
 def _int_or_none(text: str) -> int | None:
     try:
         return int(text)
@@ -682,5 +691,6 @@ __all__ = [
     "SendStatus",
     "check_message",
     "check_topic",
+    "new_trace_dispatcher",
     "select_queue_by_sharding_key",
 ]

@@ -4,7 +4,8 @@ The requester stamps the message with ``CORRELATION_ID`` (a fresh UUID), ``REPLY
 client id) and ``TTL`` (the timeout in ms), and waits. A consumer of the topic answers with
 `create_reply_message(request, body)` sent by any producer: the reply goes to the cluster's
 ``<cluster>_REPLY_TOPIC`` with SEND_REPLY_MESSAGE, and the broker pushes it straight to the
-requesting client (PUSH_REPLY_MESSAGE_TO_CLIENT), which hands it to the waiting `request`.
+requesting client (PUSH_REPLY_MESSAGE_TO_CLIENT), whose client instance hands it to the waiting
+`request` (`rocketflow.client.instance.server_requests`).
 """
 
 from __future__ import annotations
@@ -12,14 +13,8 @@ from __future__ import annotations
 import uuid
 
 from rocketflow.client.errors import MQClientError
-from rocketflow.protocol.codec import decompress_body
-from rocketflow.protocol.message import Message, MessageConst, MessageExt
+from rocketflow.protocol.message import Message, MessageConst
 from rocketflow.protocol.names import REPLY_MESSAGE_FLAG, reply_topic
-from rocketflow.protocol.properties import decode_properties
-from rocketflow.protocol.sysflag import MessageSysFlag
-from rocketflow.remoting.headers import ReplyMessageRequestHeader
-
-_COMPRESSED = int(MessageSysFlag.COMPRESSED)
 
 
 def new_correlation_id() -> str:
@@ -63,26 +58,4 @@ def is_reply(msg: Message) -> bool:
     return msg.properties.get(MessageConst.MSG_TYPE) == REPLY_MESSAGE_FLAG
 
 
-def _host(text: str) -> tuple[str, int]:
-    """``/127.0.0.1:10911`` (Java's socket address text) -> ``("127.0.0.1", 10911)``."""
-    host, _, port = text.lstrip("/").rpartition(":")
-    if "/" in host:  # "hostname/1.2.3.4"
-        host = host.rpartition("/")[2]
-    return (host.strip("[]") or "127.0.0.1", int(port) if port.isdigit() else 0)
-
-
-def reply_from_push(header: ReplyMessageRequestHeader, body: bytes) -> MessageExt:
-    """The reply a broker pushed (PUSH_REPLY_MESSAGE_TO_CLIENT) as a message, its body inflated."""
-    sys_flag = header.sys_flag
-    if sys_flag & _COMPRESSED:
-        body = decompress_body(body)
-        sys_flag &= ~_COMPRESSED
-    return MessageExt(
-        header.topic, body, flag=header.flag,
-        properties=decode_properties(header.properties) if header.properties else {},
-        queue_id=header.queue_id, sys_flag=sys_flag, born_timestamp=header.born_timestamp,
-        born_host=_host(header.born_host), store_timestamp=header.store_timestamp,
-        store_host=_host(header.store_host), reconsume_times=header.reconsume_times or 0)
-
-
-__all__ = ["create_reply_message", "is_reply", "reply_from_push", "stamp_request"]
+__all__ = ["create_reply_message", "is_reply", "stamp_request"]

@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import logging
 import threading
+import time
+import uuid
+from typing import Final
 
 from rocketflow.client.consumer.consume.context import ConsumeMessageContext
 from rocketflow.client.errors import MQClientError
+from rocketflow.client.trace import TraceDispatcher, TraceRecord, TraceType
 
 logger = logging.getLogger("rocketflow.client.consumer.consume.hooks")
 
@@ -76,4 +80,46 @@ def _hook_name(hook: object) -> str:
     return type(hook).__name__
 
 
-__all__ = ["ConsumeHooks", "ConsumeMessageHook"]
+class ConsumeTraceHook(ConsumeMessageHook):
+    """Records SubBefore / SubAfter traces around every listener call of a consumer."""
+
+    def __init__(self, dispatcher: TraceDispatcher, group: str, region_id: str = "DefaultRegion") -> None:
+        self.dispatcher = dispatcher
+        self.group = group
+        self.region_id = region_id
+
+    def hook_name(self) -> str:
+        return "ConsumeTraceHook"
+
+    def consume_message_before(self, context: ConsumeMessageContext) -> None:
+        messages = [msg for msg in context.msg_list if msg.topic != self.dispatcher.trace_topic]
+        if not messages:
+            return
+        now = time.time_ns() // 1_000_000
+        request_id = uuid.uuid4().hex
+        context.mq_trace_context = (request_id, now, messages)
+        for msg in messages:
+            self.dispatcher.append(TraceRecord(
+                TraceType.SUB_BEFORE, timestamp=now, region_id=msg.properties.get("MSG_REGION", self.region_id),
+                group=self.group, request_id=request_id, msg_id=msg.uniq_key or msg.msg_id,
+                retry_times=msg.reconsume_times, keys=msg.keys or ""))
+
+    def consume_message_after(self, context: ConsumeMessageContext) -> None:
+        carried = context.mq_trace_context
+        if not isinstance(carried, tuple) or len(carried) != 3:
+            return
+        request_id, started, messages = carried
+        now = time.time_ns() // 1_000_000
+        cost = (now - started) // max(len(messages), 1)
+        code = _CONTEXT_CODES.get(context.props.get("ConsumeContextType", ""), 0)
+        for msg in messages:
+            self.dispatcher.append(TraceRecord(
+                TraceType.SUB_AFTER, timestamp=now, request_id=request_id, msg_id=msg.uniq_key or msg.msg_id,
+                cost_ms=cost, success=context.success, keys=msg.keys or "", context_code=code))
+
+
+#: ConsumeReturnType names -> their ordinals (the SubAfter context code).
+_CONTEXT_CODES: Final = {"SUCCESS": 0, "TIME_OUT": 1, "EXCEPTION": 2, "RETURNNULL": 3, "FAILED": 4}
+
+
+__all__ = ["ConsumeHooks", "ConsumeMessageHook", "ConsumeTraceHook"]
