@@ -71,7 +71,7 @@ def listener(msgs: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeO
 
 def make(**settings: Any) -> tuple[ConsumeMessageOrderlyService, FakeConsumer, list[tuple[ProcessQueue, MessageQueue]]]:
     consumer = FakeConsumer(**settings)
-    service = ConsumeMessageOrderlyService(consumer, listener)  # type: ignore[arg-type]
+    service = ConsumeMessageOrderlyService(consumer, listener, consumer.rebalance, None)  # type: ignore[arg-type]
     submitted: list[tuple[ProcessQueue, MessageQueue]] = []
     service._submit = lambda pq, mq: submitted.append((pq, mq))  # type: ignore[method-assign]
     return service, consumer, submitted

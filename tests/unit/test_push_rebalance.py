@@ -11,7 +11,7 @@ from typing import Any
 import pytest
 
 from rocketflow.client import AllocateMessageQueueAveragely, ConsumeFromWhere, MessageModel, PushConsumerSettings
-from rocketflow.client.consumer.coordinator.rebalance import RebalancePushImpl
+from rocketflow.client.consumer.coordinator.push import RebalancePushImpl
 from rocketflow.client.consumer.fetcher import PullRequest
 from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.client.route import FindBrokerResult
@@ -122,6 +122,9 @@ class FakeConsumer:
 
     def spawn(self, coro: Any) -> None:
         self.tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    def execute_pull_request(self, request: PullRequest) -> None:
+        self.pull_service.execute_pull_request_immediately(request)
 
 
 def make(**kwargs: Any) -> tuple[RebalancePushImpl, FakeConsumer]:

@@ -19,7 +19,7 @@ from rocketflow.client import (
     PushConsumerSettings,
 )
 from rocketflow.client.consumer.consume.context import CMResult, ConsumeMessageDirectlyResult, is_async_callable
-from rocketflow.client.consumer.coordinator.rebalance import parse_consume_timestamp
+from rocketflow.client.consumer.options import parse_consume_timestamp
 from rocketflow.protocol.bodies import ConsumeType
 from rocketflow.remoting.errors import BodyDecodeError
 

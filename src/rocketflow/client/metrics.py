@@ -26,7 +26,7 @@ from rocketflow.client.consumer.stats import ConsumerStats
 from rocketflow.client.errors import MQError
 from rocketflow.protocol.message import MessageQueue
 
-logger = logging.getLogger("rocketflow.client.metrics")
+logger = logging.getLogger(__name__)
 
 PREFIX: Final = "rocketflow_client_"
 #: Upper bounds (seconds) of the send RT buckets.

@@ -28,7 +28,7 @@ from typing import Any, Final, Protocol, TypeVar
 from rocketflow.protocol.message import Message, MessageConst
 from rocketflow.protocol.names import TRACE_TOPIC
 
-logger = logging.getLogger("rocketflow.client.trace")
+logger = logging.getLogger(__name__)
 
 CONTENT_SPLITOR: Final = "\x01"
 FIELD_SPLITOR: Final = "\x02"

@@ -81,7 +81,7 @@ from rocketflow.remoting.headers import (
     PutKVConfigRequestHeader,
 )
 
-logger = logging.getLogger("rocketflow.client.admin")
+logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 _BodyT = TypeVar("_BodyT", bound=WireBody)

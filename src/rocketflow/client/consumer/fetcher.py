@@ -20,12 +20,16 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol
 
 from rocketflow.client.api import PullResult, PullStatus, pull_offset_properties
+from rocketflow.client.config import ClientConfig
+from rocketflow.client.consumer.offset_store import OffsetStore
 from rocketflow.client.consumer.process_queue import ProcessQueue
+from rocketflow.client.consumer.push_settings import PushConsumerSettings
+from rocketflow.client.consumer.stats import ConsumerStats
 from rocketflow.client.errors import (
     MQBrokerError,
     MQClientError,
@@ -45,10 +49,7 @@ from rocketflow.remoting.codes import ResponseCode, code_name
 from rocketflow.remoting.errors import ProtocolError
 from rocketflow.remoting.headers import PullMessageRequestHeader
 
-if TYPE_CHECKING:
-    from rocketflow.client.consumer.push_consumer import PushConsumer
-
-logger = logging.getLogger("rocketflow.client.pull")
+logger = logging.getLogger(__name__)
 
 #: The push consumer's default re-pull delay after an error, when the client config leaves it unset
 #: (``DefaultMQPushConsumerImpl.pullTimeDelayMillsWhenException``; ClientConfig's own default is 1000).
@@ -92,6 +93,78 @@ class PullRequest:
     def __repr__(self) -> str:
         return (f"PullRequest(group={self.consumer_group!r}, mq={self.message_queue}, "
                 f"next_offset={self.next_offset}, previously_locked={self.previously_locked})")
+
+
+class PullingConsumer(Protocol):
+    """What the pull loop reads of its consumer (a `PushConsumer`), as it runs: the thresholds and
+    settings may change meanwhile."""
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def message_model(self) -> MessageModel: ...
+
+    @property
+    def client_config(self) -> ClientConfig: ...
+
+    @property
+    def settings(self) -> PushConsumerSettings: ...
+
+    @property
+    def consume_orderly(self) -> bool: ...
+
+    @property
+    def is_running(self) -> bool: ...
+
+    @property
+    def paused(self) -> bool: ...
+
+    @property
+    def pull_threshold_for_queue(self) -> int: ...
+
+    @property
+    def pull_threshold_size_for_queue(self) -> int: ...
+
+    @property
+    def instance(self) -> ClientInstance: ...
+
+    @property
+    def offset_store(self) -> OffsetStore: ...
+
+    @property
+    def consumer_stats(self) -> ConsumerStats: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None: ...
+
+
+class PulledQueues(Protocol):
+    """What the pull loop uses of the rebalance that holds the queues (a `RebalancePushImpl`)."""
+
+    @property
+    def process_queue_table(self) -> Mapping[MessageQueue, ProcessQueue]: ...
+
+    @property
+    def subscription_inner(self) -> Mapping[str, SubscriptionData]: ...
+
+    def pull_sub_version(self, topic: str, subscription: SubscriptionData) -> int: ...
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int: ...
+
+    async def remove_process_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool: ...
+
+
+class ConsumeRequestSink(Protocol):
+    """Where pulled messages go once in their process queue (a consume service)."""
+
+    def submit_consume_request(self, msgs: list[MessageExt], process_queue: ProcessQueue,
+                               message_queue: MessageQueue, dispatch_to_consume: bool) -> None: ...
+
+
+class UndecodableSink(Protocol):
+    """Where pulled records that cannot be decoded go (an `UndecodableHandler`)."""
+
+    def take(self, mq: MessageQueue, pq: ProcessQueue, records: list[UndecodableRecord]) -> None: ...
 
 
 class PullAPIWrapper:
@@ -179,8 +252,12 @@ class PullAPIWrapper:
 class PullMessageService:
     """Runs a push consumer's pull requests on the client's event loop."""
 
-    def __init__(self, consumer: PushConsumer) -> None:
+    def __init__(self, consumer: PullingConsumer, queues: PulledQueues, consume: ConsumeRequestSink,
+                 undecodable: UndecodableSink) -> None:
         self.consumer = consumer
+        self.queues = queues
+        self.consume = consume
+        self.undecodable = undecodable
         self.wrapper = PullAPIWrapper(consumer.instance, consumer.group)
         self._stopped = False
         self._timers: set[asyncio.TimerHandle] = set()
@@ -307,7 +384,7 @@ class PullMessageService:
         elif pq.locked:
             if not request.previously_locked:
                 try:
-                    offset = await consumer.rebalance.compute_pull_from_where(request.message_queue)
+                    offset = await self.queues.compute_pull_from_where(request.message_queue)
                 except asyncio.CancelledError:
                     raise
                 except Exception as exc:
@@ -330,7 +407,7 @@ class PullMessageService:
             return False
 
         mq = request.message_queue
-        subscription = consumer.rebalance.subscription_inner.get(mq.topic)
+        subscription = self.queues.subscription_inner.get(mq.topic)
         if subscription is None:
             self.execute_pull_request_later(request, exception_delay)
             logger.warning("%s: no subscription for %s; pulling later", consumer.group, mq)
@@ -351,7 +428,7 @@ class PullMessageService:
         try:
             result = await self.wrapper.pull_kernel_impl(
                 mq, sub_expression, subscription.expression_type,
-                consumer.rebalance.pull_sub_version(mq.topic, subscription), request.next_offset,
+                self.queues.pull_sub_version(mq.topic, subscription), request.next_offset,
                 consumer.settings.pull_batch_size, sys_flag, max(commit_offset_value, 0),
                 BROKER_SUSPEND_MAX_TIME_MILLIS, CONSUMER_TIMEOUT_MILLIS_WHEN_SUSPEND)
             return self._on_pull_result(request, result, subscription, begin)
@@ -534,13 +611,13 @@ class PullMessageService:
         mq = request.message_queue
         first_offset = None
         if result.undecodable:
-            consumer.dead_letter_undecodable(mq, request.process_queue, result.undecodable)
+            self.undecodable.take(mq, request.process_queue, result.undecodable)
         if messages:
             first_offset = messages[0].queue_offset
             pq = request.process_queue
             consumer.consumer_stats.inc_pull_tps(request.consumer_group, mq.topic, len(messages))
             dispatch_to_consume = pq.put_messages(messages)
-            consumer.consume_service.submit_consume_request(messages, pq, mq, dispatch_to_consume)
+            self.consume.submit_consume_request(messages, pq, mq, dispatch_to_consume)
         if result.next_begin_offset < previous_offset or (first_offset is not None and first_offset < previous_offset):
             logger.warning("%s: pull result of %s looks wrong: next %d, first %s, requested %d", consumer.group,
                            mq, result.next_begin_offset, first_offset, previous_offset)
@@ -563,7 +640,7 @@ class PullMessageService:
     async def _fix_illegal_offset(self, request: PullRequest) -> None:
         consumer = self.consumer
         mq = request.message_queue
-        if consumer.rebalance.process_queue_table.get(mq) is not request.process_queue:
+        if self.queues.process_queue_table.get(mq) is not request.process_queue:
             # Removed meanwhile (rebalance, offset reset), perhaps restarted already: the queue's offset
             # is no longer this process queue's to fix.
             logger.info("%s: %s was removed meanwhile; its OFFSET_ILLEGAL fix-up is skipped", consumer.group, mq)
@@ -571,7 +648,7 @@ class PullMessageService:
         try:
             consumer.offset_store.update_offset(mq, request.next_offset, False)
             await consumer.offset_store.persist(mq)
-            await consumer.rebalance.remove_process_queue(mq, request.process_queue)
+            await self.queues.remove_process_queue(mq, request.process_queue)
             logger.warning("%s: fixed the offset of %s to %d", consumer.group, mq, request.next_offset)
         except asyncio.CancelledError:
             raise
@@ -587,7 +664,11 @@ __all__ = [
     "PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION",
     "PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL",
     "PULL_TIME_DELAY_MILLS_WHEN_SUSPEND",
+    "ConsumeRequestSink",
     "PullAPIWrapper",
     "PullMessageService",
     "PullRequest",
+    "PulledQueues",
+    "PullingConsumer",
+    "UndecodableSink",
 ]

@@ -33,7 +33,7 @@ from rocketflow.protocol.message import MessageQueue
 from rocketflow.remoting.codes import ResponseCode
 from rocketflow.remoting.errors import ProtocolError
 
-logger = logging.getLogger("rocketflow.client.consumer.offset_store")
+logger = logging.getLogger(__name__)
 
 #: Default root of the local offset files (RocketMQ's ``rocketmq.client.localOffsetStoreDir``).
 DEFAULT_LOCAL_OFFSET_STORE_DIR: Final = Path.home() / ".rocketmq_offsets"

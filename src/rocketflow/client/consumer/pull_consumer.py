@@ -66,10 +66,9 @@ from types import TracebackType
 from typing import Any, Final, TypeVar
 
 from rocketflow.client.api import PullResult, PullStatus
-from rocketflow.client.config import CLIENT_CONFIG_FIELDS, ClientConfig
-from rocketflow.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
+from rocketflow.client.config import ClientConfig
+from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
 from rocketflow.client.consumer.coordinator.lite_pull import RebalanceLitePullImpl
-from rocketflow.client.consumer.coordinator.rebalance import CONSUME_TIMESTAMP_FORMAT, parse_consume_timestamp
 from rocketflow.client.consumer.fetcher import PullAPIWrapper
 from rocketflow.client.consumer.offset_store import (
     LocalFileOffsetStore,
@@ -77,9 +76,9 @@ from rocketflow.client.consumer.offset_store import (
     ReadOffsetType,
     RemoteBrokerOffsetStore,
 )
+from rocketflow.client.consumer.options import ServiceState, consumer_options
 from rocketflow.client.consumer.process_queue import ProcessQueue
-from rocketflow.client.consumer.push_consumer import DEFAULT_CONSUMER_GROUP, ServiceState, default_consume_timestamp
-from rocketflow.client.consumer.subscription import MessageSelector, subscription_data
+from rocketflow.client.consumer.subscription import MessageSelector, checked_subscription
 from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
 from rocketflow.protocol.bodies import (
@@ -93,10 +92,10 @@ from rocketflow.protocol.bodies import (
 from rocketflow.protocol.bodies import ProcessQueueInfo as WireProcessQueueInfo
 from rocketflow.protocol.codec import UndecodableRecord
 from rocketflow.protocol.message import MessageExt, MessageQueue
-from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
+from rocketflow.protocol.names import InvalidNameError, validate_topic
 from rocketflow.protocol.sysflag import build_pull_sys_flag
 
-logger = logging.getLogger("rocketflow.client.consumer.pull_consumer")
+logger = logging.getLogger(__name__)
 
 #: Re-check delay of a paused queue (``PULL_TIME_DELAY_MILLS_WHEN_PAUSE``), seconds; `resume` wakes it at once.
 PULL_DELAY_WHEN_PAUSE: Final = 1.0
@@ -247,45 +246,18 @@ class PullConsumer:
         ``rebalance_interval``, ``persist_consumer_offset_interval``, ...); ``namesrv`` is
         ``"host:port;host:port"``; ``consume_timestamp`` (for CONSUME_FROM_TIMESTAMP) is
         ``yyyyMMddHHmmss`` local time or a datetime, default half an hour ago."""
-        try:
-            validate_group(group)
-        except InvalidNameError as exc:
-            raise MQClientError(f"consumer group: {exc}") from None
-        if group == DEFAULT_CONSUMER_GROUP:
-            raise MQClientError(f"the consumer group cannot be {DEFAULT_CONSUMER_GROUP!r}; choose another name")
-        if not isinstance(message_model, MessageModel):
-            raise MQClientError(f"message_model must be a MessageModel, got {message_model!r}")
-        if not isinstance(consume_from, ConsumeFromWhere):
-            raise MQClientError(f"consume_from must be a ConsumeFromWhere, got {consume_from!r}")
-        if allocate_strategy is None:
-            allocate_strategy = AllocateMessageQueueAveragely()
-        if not callable(getattr(allocate_strategy, "allocate", None)):
-            raise MQClientError(f"allocate_strategy must be an AllocateMessageQueueStrategy, got {allocate_strategy!r}")
-        if consume_timestamp is None:
-            consume_timestamp = default_consume_timestamp()
-        elif isinstance(consume_timestamp, datetime):
-            consume_timestamp = consume_timestamp.strftime(CONSUME_TIMESTAMP_FORMAT)
-        self.consume_timestamp_ms = parse_consume_timestamp(consume_timestamp)
-        self.consume_timestamp: str = consume_timestamp
-        unknown = set(settings) - PULL_CONSUMER_SETTING_FIELDS - CLIENT_CONFIG_FIELDS
-        if unknown:
-            raise MQClientError(f"unknown pull consumer settings {sorted(unknown)}; known: "
-                                f"{sorted(PULL_CONSUMER_SETTING_FIELDS | CLIENT_CONFIG_FIELDS)}")
-        client_settings = {name: value for name, value in settings.items() if name in CLIENT_CONFIG_FIELDS}
-        if namesrv is not None:
-            client_settings["namesrv_addr"] = namesrv
-        try:
-            config = client_config.copy(**client_settings) if client_config is not None \
-                else ClientConfig(**client_settings)
-            self.settings = PullConsumerSettings(
-                **{name: value for name, value in settings.items() if name in PULL_CONSUMER_SETTING_FIELDS})
-        except TypeError as exc:
-            raise MQClientError(f"invalid pull consumer settings: {exc}") from None
+        options = consumer_options("pull consumer", PullConsumerSettings, group, namesrv,
+                                   message_model=message_model, consume_from=consume_from,
+                                   consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
+                                   client_config=client_config, settings=settings)
+        self.settings: PullConsumerSettings = options.settings
+        self.consume_timestamp_ms = options.consume_timestamp_ms
+        self.consume_timestamp: str = options.consume_timestamp
         self.group = group
-        self.client_config = config
+        self.client_config = options.client_config
         self.message_model = message_model
         self.consume_from = consume_from
-        self.allocate_strategy = allocate_strategy
+        self.allocate_strategy = options.allocate_strategy
         self.rebalance = RebalanceLitePullImpl(self)
         self._subscription_type = SubscriptionType.NONE
         self._assigned: set[MessageQueue] = set()
@@ -409,15 +381,11 @@ class PullConsumer:
         """
         if self._subscription_type is SubscriptionType.ASSIGN:
             raise MQClientError("subscribe and assign are mutually exclusive: this consumer uses assign()")
-        try:
-            validate_topic(topic)
-        except InvalidNameError as exc:
-            raise MQClientError(f"subscribe: {exc}") from None
-        subscription = subscription_data(topic, expression)
+        subscription = checked_subscription(topic, expression)
         if listener is not None and not callable(listener):
             raise MQClientError(f"a queue listener must be callable, got {listener!r}")
         self._subscription_type = SubscriptionType.SUBSCRIBE
-        self.rebalance.subscription_inner[topic] = subscription
+        self.rebalance.put_subscription(subscription)
         if listener is not None:
             self._queue_listeners[topic] = listener
         else:
@@ -429,8 +397,7 @@ class PullConsumer:
         """Stop consuming ``topic``: its queues are given up (positions persisted) at once."""
         if topic not in self.rebalance.subscription_inner:
             return
-        self.rebalance.subscription_inner.pop(topic, None)
-        self.rebalance.topic_subscribe_info_table.pop(topic, None)
+        self.rebalance.remove_subscription(topic)
         self._queue_listeners.pop(topic, None)
         if self.is_running:
             self._call(self._release_topic(topic))
@@ -463,7 +430,7 @@ class PullConsumer:
 
     def subscriptions(self) -> dict[str, str]:
         """topic -> subscription expression."""
-        return {topic: sub.sub_string for topic, sub in self.rebalance.subscription_inner.items()}
+        return self.rebalance.subscriptions()
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
         """Consume exactly ``queues`` (no rebalance; replaces an earlier assignment). Exclusive with
@@ -1112,8 +1079,7 @@ class PullConsumer:
 
     def update_topic_subscribe_info(self, topic: str, queues: list[MessageQueue]) -> None:
         """A route change of a subscribed topic."""
-        if topic in self.rebalance.subscription_inner:
-            self.rebalance.topic_subscribe_info_table[topic] = set(queues)
+        self.rebalance.update_topic_subscribe_info(topic, queues)
 
     def running_info(self) -> ConsumerRunningInfo:
         """GET_CONSUMER_RUNNING_INFO body: settings, subscriptions and the held queues' caches."""

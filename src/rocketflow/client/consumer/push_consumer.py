@@ -1,4 +1,4 @@
-"""`PushConsumer`: the push consumer (CONSUMER.md sections 3-9).
+"""`PushConsumer`: the push consumer (RocketMQ's ``DefaultMQPushConsumer``).
 
 ```python
 consumer = PushConsumer("cg", namesrv="127.0.0.1:9876",
@@ -6,20 +6,22 @@ consumer = PushConsumer("cg", namesrv="127.0.0.1:9876",
 consumer.subscribe("Orders", "pay || ship")
 consumer.register_concurrent_listener(fn)     # fn(msgs, context) -> ConsumeConcurrentlyStatus
 # or consumer.register_orderly_listener(fn)   # fn(msgs, context) -> ConsumeOrderlyStatus
-# or consumer.register_key_ordered_listener(fn)   # per-key order, keys in parallel (consume_key_ordered)
+# or consumer.register_key_ordered_listener(fn)   # per-key order, keys in parallel
 with consumer:                                 # start() ... shutdown()
     ...
 ```
 
 Listeners may be plain functions (run on a pool of ``consume_thread_max`` threads) or ``async def``
-functions (run on the client instance's event loop; they must not block it). The consumer is made
-of one module per role: `rebalance` (queue assignment), `pull_service` (pulling and flow control),
-`consume_concurrently` / `consume_orderly` (listener calls, retries, offsets), `offset_store`,
-`stats` and `hooks`.
+functions (run on the client instance's event loop; they must not block it). The consumer is the
+public face of its parts, wired together in `PushConsumer._start`: `coordinator.push` (which queues
+it holds), `fetcher` (pulling and flow control), `consume.concurrent` / `consume.orderly` /
+`consume.key_ordered` (listener calls and offsets), `consume.retry`, `undecodable`,
+`offset_store`, `stats` and `consume.hooks` (see docs/design/consumer.md). Each part sees the
+consumer through a narrow protocol of its own.
 
-Every setting of CONSUMER.md is a keyword argument with RocketMQ 4.9.3's default (see
-`PushConsumerSettings`; client settings such as ``instance_name`` or ``rebalance_interval`` are
-`ClientConfig` fields). Times are in seconds unless the name says ``millis``.
+Every setting is a keyword argument with RocketMQ 4.9.3's default (see `PushConsumerSettings`;
+client settings such as ``instance_name`` or ``rebalance_interval`` are `ClientConfig` fields).
+Times are in seconds unless the name says ``millis``.
 
 Differences from RocketMQ 4.9.3 worth knowing:
 
@@ -38,27 +40,19 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-import enum
 import logging
 import threading
 import time
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass
 from datetime import datetime
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Final
 
-from rocketflow.client.config import (
-    CLIENT_CONFIG_FIELDS,
-    DEFAULT_MAX_IN_FLIGHT_PER_QUEUE,
-    ClientConfig,
-    KeyOrderedConfig,
-)
-from rocketflow.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
-from rocketflow.client.consumer.consume.concurrent import ConsumeMessageConcurrentlyService, ConsumeMessageService
+from rocketflow.client.config import ClientConfig
+from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
+from rocketflow.client.consumer.consume.base import ConsumeMessageService
+from rocketflow.client.consumer.consume.concurrent import ConsumeMessageConcurrentlyService
 from rocketflow.client.consumer.consume.context import (
-    JAVA_INT_MAX,
     ConcurrentListener,
     ConsumeMessageDirectlyResult,
     OrderlyListener,
@@ -66,16 +60,20 @@ from rocketflow.client.consumer.consume.context import (
 from rocketflow.client.consumer.consume.hooks import ConsumeHooks, ConsumeTraceHook
 from rocketflow.client.consumer.consume.key_ordered import ConsumeMessageKeyOrderedService, KeyFunction
 from rocketflow.client.consumer.consume.orderly import ConsumeMessageOrderlyService
-from rocketflow.client.consumer.coordinator.rebalance import (
-    CONSUME_TIMESTAMP_FORMAT,
-    RebalancePushImpl,
-    parse_consume_timestamp,
-)
-from rocketflow.client.consumer.fetcher import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION, PullMessageService
+from rocketflow.client.consumer.consume.retry import MessageSendBack
+from rocketflow.client.consumer.coordinator.push import RebalancePushImpl
+from rocketflow.client.consumer.fetcher import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION, PullMessageService, PullRequest
 from rocketflow.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from rocketflow.client.consumer.options import ServiceState, consumer_options
 from rocketflow.client.consumer.process_queue import ProcessQueue
+from rocketflow.client.consumer.push_settings import (
+    DEFAULT_MAX_IN_FLIGHT_PER_QUEUE,
+    DEFAULT_MAX_RECONSUME_TIMES,
+    KeyOrderedConfig,
+    PushConsumerSettings,
+)
 from rocketflow.client.consumer.stats import ConsumerStats
-from rocketflow.client.consumer.subscription import MessageSelector, subscription_data
+from rocketflow.client.consumer.subscription import MessageSelector, checked_subscription
 from rocketflow.client.consumer.undecodable import UndecodableHandler
 from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
@@ -91,18 +89,11 @@ from rocketflow.protocol.bodies import (
     SubscriptionData,
 )
 from rocketflow.protocol.bodies import ProcessQueueInfo as WireProcessQueueInfo
-from rocketflow.protocol.codec import UndecodableRecord
-from rocketflow.protocol.message import Message, MessageConst, MessageExt, MessageQueue
-from rocketflow.protocol.names import InvalidNameError, retry_topic, validate_group, validate_topic
+from rocketflow.protocol.message import MessageExt, MessageQueue
+from rocketflow.protocol.names import retry_topic
 
-logger = logging.getLogger("rocketflow.client.consumer")
+logger = logging.getLogger(__name__)
 
-#: RocketMQ refuses this group name for user consumers.
-DEFAULT_CONSUMER_GROUP: Final = "DEFAULT_CONSUMER"
-#: ``max_reconsume_times`` value for "retry forever" (RocketMQ's orderly default, Integer.MAX_VALUE).
-MAX_RECONSUME_TIMES_UNLIMITED: Final = JAVA_INT_MAX
-#: What ``max_reconsume_times=-1`` means (for both consumption modes, see the module docstring).
-DEFAULT_MAX_RECONSUME_TIMES: Final = 16
 #: Longest a `reset_offset` waits for running listener calls (seconds).
 RESET_OFFSET_WAIT: Final = 10.0
 #: Running-info property names (RocketMQ's ``ConsumerRunningInfo.PROP_*``).
@@ -110,132 +101,6 @@ PROP_CONSUME_ORDERLY: Final = "PROP_CONSUMEORDERLY"
 PROP_CONSUME_TYPE: Final = "PROP_CONSUME_TYPE"
 PROP_THREADPOOL_CORE_SIZE: Final = "PROP_THREADPOOL_CORE_SIZE"
 PROP_CONSUMER_START_TIMESTAMP: Final = "PROP_CONSUMER_START_TIMESTAMP"
-
-
-class ServiceState(enum.Enum):
-    CREATE_JUST = "CREATE_JUST"
-    RUNNING = "RUNNING"
-    SHUTDOWN_ALREADY = "SHUTDOWN_ALREADY"
-    START_FAILED = "START_FAILED"
-
-
-@dataclass(slots=True)
-class PushConsumerSettings:
-    """Push consumer settings with RocketMQ 4.9.3's defaults (seconds unless the name says millis)."""
-
-    #: Consume threads (plain listeners) and the cap on concurrent ``async def`` listener calls. The pool
-    #: grows to ``consume_thread_max``; ``consume_thread_min`` is validated only (RocketMQ's pool, fed
-    #: by an unbounded queue, never grows past its minimum; both default to 20).
-    consume_thread_min: int = 20
-    consume_thread_max: int = 20
-    #: Concurrent flow control: pause pulling a queue while its cached offsets span more than this.
-    consume_concurrently_max_span: int = 2000
-    #: Pause pulling a queue caching more messages than this...
-    pull_threshold_for_queue: int = 1000
-    #: ... or more MiB than this.
-    pull_threshold_size_for_queue: int = 100
-    #: When set (not -1), the per-queue thresholds become this / number of held queues.
-    pull_threshold_for_topic: int = -1
-    pull_threshold_size_for_topic: int = -1
-    #: Pause between pulls of one queue (RocketMQ's ``pullInterval``, there in ms).
-    pull_interval: float = 0.0
-    consume_message_batch_max_size: int = 1
-    pull_batch_size: int = 32
-    post_subscription_when_pull: bool = False
-    #: -1 = 16; `MAX_RECONSUME_TIMES_UNLIMITED` = never dead-letter (orderly only).
-    max_reconsume_times: int = -1
-    suspend_current_queue_time_millis: int = 1000
-    #: A listener call this long is TIME_OUT; messages consumed this long are sent back (RocketMQ: 15 min).
-    consume_timeout: float = 15 * 60.0
-    #: Orderly lock renewal period and first delay (``rocketmq.client.rebalance.lockInterval``).
-    lock_interval: float = 20.0
-    lock_first_delay: float = 1.0
-    #: Client-side life of a broker lock (``rocketmq.client.rebalance.lockMaxLiveTime``; broker: 60 s).
-    lock_max_live_time: float = 30.0
-    #: A queue not pulled for this long is dropped and re-added (``rocketmq.client.pull.pullMaxIdleTime``).
-    pull_max_idle_time: float = 120.0
-    #: Delay of an orderly queue's unlock when it still holds messages (``rocketmq.client.unlockDelayTimeMills``).
-    unlock_delay_time: float = 20.0
-    #: An orderly consume loop yields after this long (``rocketmq.client.maxTimeConsumeContinuously``).
-    max_time_consume_continuously: float = 60.0
-    #: How long `PushConsumer.shutdown` waits for running listener calls.
-    shutdown_timeout: float = 30.0
-    #: A fast listener's calls are made in a row for about this long (seconds; 0: one call per hand-over).
-    consume_bundle_time: float = 0.001
-    #: A queue paused by ``pull_threshold_for_queue`` or ``pull_threshold_size_for_queue`` is pulled again
-    #: after 50 ms, as RocketMQ re-checks, or as soon as consumption has brought its cache down to this
-    #: fraction of both thresholds, whichever comes first (0: the 50 ms re-check only, as RocketMQ).
-    flow_control_resume_ratio: float = 0.5
-    #: Root of broadcasting consumers' offset files (None: ``~/.rocketmq_offsets``).
-    local_offset_store_dir: str | Path | None = None
-    #: record SubBefore/SubAfter message traces (``enableMsgTrace``) to ``trace_topic``
-    #: (``customizedTraceTopic``; None = RMQ_SYS_TRACE_TOPIC); see `rocketflow.client.trace`
-    enable_msg_trace: bool = False
-    trace_topic: str | None = None
-
-    def __post_init__(self) -> None:
-        int_ranges = {
-            "consume_thread_min": (1, 1000),
-            "consume_thread_max": (1, 1000),
-            "consume_concurrently_max_span": (1, 65535),
-            "pull_threshold_for_queue": (1, 65535),
-            "pull_threshold_size_for_queue": (1, 1024),
-            "consume_message_batch_max_size": (1, 1024),
-            "pull_batch_size": (1, 1024),
-            "suspend_current_queue_time_millis": (-1, 1 << 31),
-        }
-        for name, (low, high) in int_ranges.items():
-            _check_int(name, getattr(self, name), low, high)
-        if self.consume_thread_min > self.consume_thread_max:
-            raise MQClientError(f"consume_thread_min ({self.consume_thread_min}) must not exceed "
-                                f"consume_thread_max ({self.consume_thread_max})")
-        for name, high in (("pull_threshold_for_topic", 6_553_500), ("pull_threshold_size_for_topic", 102_400)):
-            value = getattr(self, name)
-            _check_int(name, value, -1, high)
-            if value == 0:
-                raise MQClientError(f"{name} must be -1 (off) or in 1..{high}, got 0")
-        max_reconsume = self.max_reconsume_times
-        if isinstance(max_reconsume, bool) or not isinstance(max_reconsume, int) or not (
-                max_reconsume == -1 or 0 <= max_reconsume <= JAVA_INT_MAX):
-            raise MQClientError(f"max_reconsume_times must be -1 (default) or in 0..{JAVA_INT_MAX}, "
-                                f"got {max_reconsume!r}")
-        _check_seconds("pull_interval", self.pull_interval, 0.0, 65.535, allow_zero=True)
-        _check_seconds("consume_bundle_time", self.consume_bundle_time, 0.0, 1.0, allow_zero=True)
-        ratio = self.flow_control_resume_ratio
-        if isinstance(ratio, bool) or not isinstance(ratio, int | float) or not 0 <= ratio <= 1:
-            raise MQClientError(f"flow_control_resume_ratio must be a number in 0..1, got {ratio!r}")
-        for name in ("consume_timeout", "lock_interval", "lock_max_live_time", "pull_max_idle_time",
-                     "max_time_consume_continuously", "shutdown_timeout"):
-            _check_seconds(name, getattr(self, name), 0.0, None, allow_zero=False)
-        for name in ("lock_first_delay", "unlock_delay_time"):
-            _check_seconds(name, getattr(self, name), 0.0, None, allow_zero=True)
-        if not isinstance(self.post_subscription_when_pull, bool):
-            raise MQClientError(f"post_subscription_when_pull must be a bool, got {self.post_subscription_when_pull!r}")
-        if self.local_offset_store_dir is not None and not isinstance(self.local_offset_store_dir, str | Path):
-            raise MQClientError(f"local_offset_store_dir must be a path, got {self.local_offset_store_dir!r}")
-
-
-PUSH_CONSUMER_SETTING_FIELDS: Final = frozenset(field.name for field in dataclasses.fields(PushConsumerSettings))
-
-
-def _check_int(name: str, value: object, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise MQClientError(f"{name} must be an int in {low}..{high}, got {value!r}")
-
-
-def _check_seconds(name: str, value: object, low: float, high: float | None, *, allow_zero: bool) -> None:
-    if isinstance(value, bool) or not isinstance(value, int | float) or value != value:
-        raise MQClientError(f"{name} must be a number of seconds, got {value!r}")
-    if value < low or (not allow_zero and value == 0) or (high is not None and value > high):
-        bounds = f"> {low}" if not allow_zero else f">= {low}"
-        if high is not None:
-            bounds += f" and <= {high}"
-        raise MQClientError(f"{name} must be {bounds} seconds, got {value!r}")
-
-
-def default_consume_timestamp() -> str:
-    """Half an hour ago as ``yyyyMMddHHmmss`` local time (RocketMQ's default ``consumeTimestamp``)."""
-    return time.strftime(CONSUME_TIMESTAMP_FORMAT, time.localtime(time.time() - 30 * 60))
 
 
 class PushConsumer:
@@ -251,47 +116,21 @@ class PushConsumer:
         ``rebalance_interval``, ``persist_consumer_offset_interval``, ...); ``namesrv`` is
         ``"host:port;host:port"``; ``consume_timestamp`` (for CONSUME_FROM_TIMESTAMP) is
         ``yyyyMMddHHmmss`` local time or a datetime, default half an hour ago."""
-        try:
-            validate_group(group)
-        except InvalidNameError as exc:
-            raise MQClientError(f"consumer group: {exc}") from None
-        if group == DEFAULT_CONSUMER_GROUP:
-            raise MQClientError(f"the consumer group cannot be {DEFAULT_CONSUMER_GROUP!r}; choose another name")
-        if not isinstance(message_model, MessageModel):
-            raise MQClientError(f"message_model must be a MessageModel, got {message_model!r}")
-        if not isinstance(consume_from, ConsumeFromWhere):
-            raise MQClientError(f"consume_from must be a ConsumeFromWhere, got {consume_from!r}")
-        if allocate_strategy is None:
-            allocate_strategy = AllocateMessageQueueAveragely()
-        if not callable(getattr(allocate_strategy, "allocate", None)):
-            raise MQClientError(f"allocate_strategy must be an AllocateMessageQueueStrategy, got {allocate_strategy!r}")
-        if consume_timestamp is None:
-            consume_timestamp = default_consume_timestamp()
-        elif isinstance(consume_timestamp, datetime):
-            consume_timestamp = consume_timestamp.strftime(CONSUME_TIMESTAMP_FORMAT)
-        self.consume_timestamp_ms = parse_consume_timestamp(consume_timestamp)
-        self.consume_timestamp: str = consume_timestamp
-        unknown = set(settings) - PUSH_CONSUMER_SETTING_FIELDS - CLIENT_CONFIG_FIELDS
-        if unknown:
-            raise MQClientError(f"unknown push consumer settings {sorted(unknown)}; known: "
-                                f"{sorted(PUSH_CONSUMER_SETTING_FIELDS | CLIENT_CONFIG_FIELDS)}")
-        client_settings = {name: value for name, value in settings.items() if name in CLIENT_CONFIG_FIELDS}
-        if namesrv is not None:
-            client_settings["namesrv_addr"] = namesrv
-        try:
-            config = client_config.copy(**client_settings) if client_config is not None \
-                else ClientConfig(**client_settings)
-            if config.pull_time_delay_is_default():
-                config = config.copy(pull_time_delay_mills_when_exception=PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
-            self.settings = PushConsumerSettings(
-                **{name: value for name, value in settings.items() if name in PUSH_CONSUMER_SETTING_FIELDS})
-        except TypeError as exc:
-            raise MQClientError(f"invalid push consumer settings: {exc}") from None
+        options = consumer_options("push consumer", PushConsumerSettings, group, namesrv,
+                                   message_model=message_model, consume_from=consume_from,
+                                   consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
+                                   client_config=client_config, settings=settings)
+        config = options.client_config
+        if config.pull_time_delay_is_default():
+            config = config.copy(pull_time_delay_mills_when_exception=PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
+        self.settings: PushConsumerSettings = options.settings
+        self.consume_timestamp_ms = options.consume_timestamp_ms
+        self.consume_timestamp: str = options.consume_timestamp
         self.group = group
         self.client_config = config
         self.message_model = message_model
         self.consume_from = consume_from
-        self.allocate_strategy = allocate_strategy
+        self.allocate_strategy = options.allocate_strategy
         self.retry_topic = retry_topic(group)
         #: The effective per-queue thresholds (recomputed from the topic thresholds when those are set).
         self.pull_threshold_for_queue = self.settings.pull_threshold_for_queue
@@ -299,6 +138,8 @@ class PushConsumer:
         self.hooks = ConsumeHooks()
         self._tracer: TraceDispatcher | None = None
         self.consumer_stats = ConsumerStats()
+        # the parts made now; those that need the client instance are made by `_start`
+        self._send_back = MessageSendBack(self)
         self._undecodable = UndecodableHandler(self)
         self.rebalance = RebalancePushImpl(self)
         self._listener: Callable[..., Any] | None = None
@@ -404,12 +245,7 @@ class PushConsumer:
     def subscribe(self, topic: str, expression: str | MessageSelector = "*") -> None:
         """Consume ``topic``'s messages whose tag matches ``expression`` (``"*"`` or ``"TagA || TagB"``), or
         those a `MessageSelector` selects (``MessageSelector.by_sql("amount > 100")``)."""
-        try:
-            validate_topic(topic)
-        except InvalidNameError as exc:
-            raise MQClientError(f"subscribe: {exc}") from None
-        subscription = subscription_data(topic, expression)
-        self.rebalance.put_subscription(subscription)
+        self.rebalance.put_subscription(checked_subscription(topic, expression))
         if self.is_running:
             self._subscriptions_changed()
 
@@ -438,7 +274,7 @@ class PushConsumer:
 
     def subscriptions(self) -> dict[str, str]:
         """topic -> subscription expression (the retry topic included once started in clustering)."""
-        return {topic: sub.sub_string for topic, sub in self.rebalance.subscription_inner.items()}
+        return self.rebalance.subscriptions()
 
     def register_concurrent_listener(self, listener: ConcurrentListener) -> None:
         """``listener(msgs, context) -> ConsumeConcurrentlyStatus``, plain or ``async def``."""
@@ -511,17 +347,20 @@ class PushConsumer:
             store = RemoteBrokerOffsetStore(instance, self.group)
         store.load()
         self._offset_store = store
-        self._pull_service = PullMessageService(self)
         listener = self._listener
         assert listener is not None
+        # The wiring: each part gets this consumer (through its own narrow protocol) and the other
+        # parts it hands work to; none reaches another through the consumer.
         service: ConsumeMessageService
         if self.key_ordered is not None:
-            service = ConsumeMessageKeyOrderedService(self, listener, self.key_ordered)
+            service = ConsumeMessageKeyOrderedService(self, listener, self.rebalance, self._send_back,
+                                                      self.key_ordered)
         elif self.consume_orderly:
-            service = ConsumeMessageOrderlyService(self, listener)
+            service = ConsumeMessageOrderlyService(self, listener, self.rebalance, self._send_back)
         else:
-            service = ConsumeMessageConcurrentlyService(self, listener)
+            service = ConsumeMessageConcurrentlyService(self, listener, self.rebalance, self._send_back)
         self._consume_service = service
+        self._pull_service = PullMessageService(self, self.rebalance, service, self._undecodable)
         instance.register_consumer(self.group, self)
         try:
             instance.start()
@@ -698,42 +537,15 @@ class PushConsumer:
         handle = asyncio.get_running_loop().call_later(delay, fire)
         self._timers.add(handle)
 
-    # ------------------------------------------------------------------ sending back
+    # ------------------------------------------------------------------ what the parts ask of the consumer
 
-    def dead_letter_undecodable(self, mq: MessageQueue, pq: ProcessQueue, records: list[UndecodableRecord]) -> None:
-        """Pulled records of ``mq`` that cannot be decoded: held in ``pq`` (no offset passes them), sent to
-        ``%DLQ%<group>`` as stored, or skipped; logged and counted (see `rocketflow.client.consumer.undecodable`)."""
-        self._undecodable.take(mq, pq, records)
+    def execute_pull_request(self, request: PullRequest) -> None:
+        """Start pulling a queue the rebalance took (thread-safe)."""
+        self.pull_service.execute_pull_request_immediately(request)
 
     async def send_message_back(self, msg: MessageExt, delay_level: int, broker_name: str | None) -> None:
-        """Return a message whose consumption failed (PROTOCOL.md 4.5): CONSUMER_SEND_MSG_BACK to its
-        broker; if that fails, a copy to ``%RETRY%<group>`` through the inner producer. Raises if both fail."""
-        instance = self.instance
-        max_times = self.effective_max_reconsume_times
-        try:
-            if broker_name is not None:
-                addr = instance.find_broker_address_in_publish(broker_name)
-            else:
-                host, port = msg.store_host
-                addr = f"{host}:{port}"
-            if addr is None:
-                raise MQClientError(f"no master address for broker {broker_name!r}")
-            await instance.api.consumer_send_message_back(addr, msg, self.group, delay_level, max_times)
-            return
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            logger.warning("%s: CONSUMER_SEND_MSG_BACK of %s failed (%s); re-sending it to %s", self.group, msg,
-                           exc, self.retry_topic)
-        properties = dict(msg.properties)
-        properties[MessageConst.ORIGIN_MESSAGE_ID] = properties.get(MessageConst.ORIGIN_MESSAGE_ID) or msg.client_msg_id
-        properties[MessageConst.RETRY_TOPIC] = msg.topic
-        properties[MessageConst.RECONSUME_TIME] = str(msg.reconsume_times + 1)
-        properties[MessageConst.MAX_RECONSUME_TIMES] = str(max_times)
-        properties.pop(MessageConst.TRANSACTION_PREPARED, None)
-        copy = Message(self.retry_topic, msg.body, flag=msg.flag, properties=properties)
-        copy.delay_level = 3 + msg.reconsume_times
-        await instance.inner_producer.send_coro(copy)
+        """Return a message whose consumption failed (see `rocketflow.client.consumer.consume.retry`)."""
+        await self._send_back.send_message_back(msg, delay_level, broker_name)
 
     # ------------------------------------------------------------------ the client instance's hooks
 
@@ -756,8 +568,7 @@ class PushConsumer:
 
     def update_topic_subscribe_info(self, topic: str, queues: list[MessageQueue]) -> None:
         """A route change of a subscribed topic."""
-        if topic in self.rebalance.subscription_inner:
-            self.rebalance.topic_subscribe_info_table[topic] = set(queues)
+        self.rebalance.update_topic_subscribe_info(topic, queues)
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: restart ``topic``'s queues from ``offsets``."""
@@ -862,13 +673,4 @@ def _camel_case(name: str) -> str:
     return head + "".join(part.capitalize() for part in rest)
 
 
-__all__ = [
-    "DEFAULT_CONSUMER_GROUP",
-    "DEFAULT_MAX_RECONSUME_TIMES",
-    "MAX_RECONSUME_TIMES_UNLIMITED",
-    "PUSH_CONSUMER_SETTING_FIELDS",
-    "PushConsumer",
-    "PushConsumerSettings",
-    "ServiceState",
-    "default_consume_timestamp",
-]
+__all__ = ["PushConsumer"]

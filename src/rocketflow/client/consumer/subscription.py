@@ -1,4 +1,5 @@
-"""`MessageSelector`: what a subscription selects, by tag or by an SQL92 expression over properties."""
+"""What a consumer subscribes to: `MessageSelector` (by tag or by an SQL92 expression over properties) and
+the `SubscriptionData` both consumers build from it (the table of subscriptions is the rebalance's)."""
 
 from __future__ import annotations
 
@@ -7,6 +8,7 @@ from dataclasses import dataclass
 from rocketflow.client.errors import MQClientError
 from rocketflow.filter import EXPRESSION_TYPE_SQL92, EXPRESSION_TYPE_TAG, FilterSyntaxError, compile_sql92
 from rocketflow.protocol.bodies import SubscriptionData
+from rocketflow.protocol.names import InvalidNameError, validate_topic
 from rocketflow.protocol.tags import SubscriptionParseError, parse_subscription
 
 
@@ -53,4 +55,13 @@ def subscription_data(topic: str, selector: str | MessageSelector) -> Subscripti
     return SubscriptionData(topic, parsed.sub_string, set(parsed.tags_set), set(parsed.code_set))
 
 
-__all__ = ["MessageSelector", "subscription_data"]
+def checked_subscription(topic: str, selector: str | MessageSelector) -> SubscriptionData:
+    """The subscription ``subscribe(topic, selector)`` asks for; `MQClientError` for a bad topic name or selector."""
+    try:
+        validate_topic(topic)
+    except InvalidNameError as exc:
+        raise MQClientError(f"subscribe: {exc}") from None
+    return subscription_data(topic, selector)
+
+
+__all__ = ["MessageSelector", "checked_subscription", "subscription_data"]

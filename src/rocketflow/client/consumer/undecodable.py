@@ -25,11 +25,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Final
+from collections.abc import Coroutine
+from typing import Any, Final, Protocol
 
 from rocketflow.client.api import OFFSET_RPC_TIMEOUT, encode_message_properties
+from rocketflow.client.config import ClientConfig
+from rocketflow.client.consumer.offset_store import OffsetStore
 from rocketflow.client.consumer.process_queue import ProcessQueue
-from rocketflow.client.instance import CLIENT_INNER_PRODUCER_GROUP
+from rocketflow.client.consumer.stats import ConsumerStats
+from rocketflow.client.instance import CLIENT_INNER_PRODUCER_GROUP, ClientInstance
 from rocketflow.protocol.bodies import MessageModel
 from rocketflow.protocol.codec import UndecodableRecord
 from rocketflow.protocol.message import MessageConst, MessageQueue
@@ -37,10 +41,7 @@ from rocketflow.protocol.names import DEFAULT_TOPIC
 from rocketflow.protocol.properties import NAME_VALUE_SEPARATOR, PROPERTY_SEPARATOR
 from rocketflow.remoting.headers import SendMessageRequestHeader
 
-if TYPE_CHECKING:
-    from rocketflow.client.consumer.push_consumer import PushConsumer
-
-logger = logging.getLogger("rocketflow.client.consume")
+logger = logging.getLogger(__name__)
 
 #: The reason stored with a dead-lettered record is cut to this many characters.
 MAX_REASON_CHARS: Final = 512
@@ -66,10 +67,37 @@ def dead_letter_properties(record: UndecodableRecord, origin_topic: str) -> dict
     return properties
 
 
+class UndecodableHost(Protocol):
+    """What the dead-letter path of undecodable records uses of its consumer (a `PushConsumer`)."""
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def message_model(self) -> MessageModel: ...
+
+    @property
+    def retry_topic(self) -> str: ...
+
+    @property
+    def client_config(self) -> ClientConfig: ...
+
+    @property
+    def instance(self) -> ClientInstance: ...
+
+    @property
+    def offset_store(self) -> OffsetStore: ...
+
+    @property
+    def consumer_stats(self) -> ConsumerStats: ...
+
+    def spawn(self, coro: Coroutine[Any, Any, Any]) -> None: ...
+
+
 class UndecodableHandler:
     """A push consumer's dead-letter path for undecodable records (see the module doc)."""
 
-    def __init__(self, consumer: PushConsumer) -> None:
+    def __init__(self, consumer: UndecodableHost) -> None:
         self.consumer = consumer
 
     def take(self, mq: MessageQueue, pq: ProcessQueue, records: list[UndecodableRecord]) -> None:
@@ -141,4 +169,4 @@ class UndecodableHandler:
             return False
 
 
-__all__ = ["DLQ_DELAY_LEVEL", "MAX_REASON_CHARS", "UndecodableHandler", "dead_letter_properties"]
+__all__ = ["DLQ_DELAY_LEVEL", "MAX_REASON_CHARS", "UndecodableHandler", "UndecodableHost", "dead_letter_properties"]

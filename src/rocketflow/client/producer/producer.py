@@ -73,7 +73,7 @@ from rocketflow.protocol.tags import java_string_hash
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.headers import SendMessageRequestHeader
 
-logger = logging.getLogger("rocketflow.client.producer.producer")
+logger = logging.getLogger(__name__)
 
 #: RocketMQ refuses this group name for user producers.
 DEFAULT_PRODUCER_GROUP: Final = "DEFAULT_PRODUCER"

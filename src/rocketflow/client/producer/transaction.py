@@ -35,7 +35,7 @@ from rocketflow.remoting.codes import RequestCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
 
-logger = logging.getLogger("rocketflow.client.transaction")
+logger = logging.getLogger(__name__)
 
 #: Check requests queued for the check threads before further ones are dropped (``checkRequestHoldMax``).
 CHECK_REQUEST_HOLD_MAX: Final = 2000

@@ -18,7 +18,7 @@ from rocketflow.client.consumer.consume.context import ConsumeMessageContext
 from rocketflow.client.errors import MQClientError
 from rocketflow.client.trace import TraceDispatcher, TraceRecord, TraceType
 
-logger = logging.getLogger("rocketflow.client.consumer.consume.hooks")
+logger = logging.getLogger(__name__)
 
 
 class ConsumeMessageHook:

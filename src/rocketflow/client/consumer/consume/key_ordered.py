@@ -53,10 +53,9 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final, TypeAlias
+from typing import Any, Final, TypeAlias
 
-from rocketflow.client.config import KeyOrderedConfig
-from rocketflow.client.consumer.consume.concurrent import CallTally
+from rocketflow.client.consumer.consume.base import CallTally, ConsumingConsumer
 from rocketflow.client.consumer.consume.context import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rocketflow.client.consumer.consume.orderly import (
     STATS_FLUSH_CALLS,
@@ -64,14 +63,14 @@ from rocketflow.client.consumer.consume.orderly import (
     SUSPEND_MIN_MILLS,
     TRY_LOCK_LATER_AT_ENTRY_MILLS,
     ConsumeMessageOrderlyService,
+    QueueLocks,
 )
+from rocketflow.client.consumer.consume.retry import MessageSendBack
 from rocketflow.client.consumer.process_queue import ConsumeLock, ProcessQueue
+from rocketflow.client.consumer.push_settings import KeyOrderedConfig
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 
-if TYPE_CHECKING:
-    from rocketflow.client.consumer.push_consumer import PushConsumer
-
-logger = logging.getLogger("rocketflow.client.consume")
+logger = logging.getLogger(__name__)
 
 #: ``fn(msg) -> str``: a message's ordering key.
 KeyFunction: TypeAlias = Callable[[MessageExt], str]
@@ -143,9 +142,9 @@ class _QueueState:
 class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
     """Key-ordered consumption of a push consumer; see the module docstring."""
 
-    def __init__(self, consumer: PushConsumer, listener: Callable[..., Any],
-                 config: KeyOrderedConfig | None = None) -> None:
-        super().__init__(consumer, listener)
+    def __init__(self, consumer: ConsumingConsumer, listener: Callable[..., Any], locks: QueueLocks,
+                 send_back: MessageSendBack, config: KeyOrderedConfig | None = None) -> None:
+        super().__init__(consumer, listener, locks, send_back)
         self.kind = "key-ordered"
         config = config if config is not None else KeyOrderedConfig()
         self.key_function = config.key
@@ -531,7 +530,7 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
 
     async def _dead_letter(self, msg: MessageExt, mq: MessageQueue) -> bool:
         try:
-            await self.consumer.send_message_back(msg, DEAD_LETTER_DELAY_LEVEL, mq.broker_name)
+            await self.send_back.send_message_back(msg, DEAD_LETTER_DELAY_LEVEL, mq.broker_name)
         except asyncio.CancelledError:
             raise
         except Exception as exc:

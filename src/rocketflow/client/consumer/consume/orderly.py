@@ -29,9 +29,14 @@ import logging
 import threading
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Final, Literal
+from typing import Any, Final, Literal, Protocol
 
-from rocketflow.client.consumer.consume.concurrent import BUNDLE_MAX_CALLS, CallTally, ConsumeMessageService
+from rocketflow.client.consumer.consume.base import (
+    BUNDLE_MAX_CALLS,
+    CallTally,
+    ConsumeMessageService,
+    ConsumingConsumer,
+)
 from rocketflow.client.consumer.consume.context import (
     CMResult,
     ConsumeMessageContext,
@@ -40,14 +45,12 @@ from rocketflow.client.consumer.consume.context import (
     ConsumeOrderlyStatus,
     ConsumeReturnType,
 )
+from rocketflow.client.consumer.consume.retry import MessageSendBack
 from rocketflow.client.consumer.process_queue import ConsumeLock, ProcessQueue
 from rocketflow.protocol.bodies import MessageModel
-from rocketflow.protocol.message import Message, MessageConst, MessageExt, MessageQueue
+from rocketflow.protocol.message import MessageExt, MessageQueue
 
-if TYPE_CHECKING:
-    from rocketflow.client.consumer.push_consumer import PushConsumer
-
-logger = logging.getLogger("rocketflow.client.consume")
+logger = logging.getLogger(__name__)
 
 #: Delays of the consume loop (ms): re-lock from inside the loop / at entry; resubmit after a lock was
 #: won / lost; resubmit after the continuous-consume cap.
@@ -63,6 +66,14 @@ SUSPEND_MAX_MILLS: Final = 30_000
 DLQ_SEND_WAIT: Final = 15.0
 #: Listener calls settled inline whose stats a consume loop keeps before recording them.
 STATS_FLUSH_CALLS: Final = 256
+
+
+class QueueLocks(Protocol):
+    """The broker queue locks the orderly service takes and renews (its consumer's rebalance)."""
+
+    async def lock(self, mq: MessageQueue) -> bool: ...
+
+    async def lock_all(self) -> None: ...
 
 
 class MessageQueueLock:
@@ -83,8 +94,11 @@ class MessageQueueLock:
 class ConsumeMessageOrderlyService(ConsumeMessageService):
     """Orderly consumption of a push consumer (RocketMQ's ``ConsumeMessageOrderlyService``)."""
 
-    def __init__(self, consumer: PushConsumer, listener: Callable[..., Any]) -> None:
+    def __init__(self, consumer: ConsumingConsumer, listener: Callable[..., Any], locks: QueueLocks,
+                 send_back: MessageSendBack) -> None:
         super().__init__(consumer, listener, "orderly")
+        self.locks = locks
+        self.send_back = send_back
         self.message_queue_lock = MessageQueueLock()
         self._clustering = consumer.message_model is MessageModel.CLUSTERING
 
@@ -98,7 +112,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
         await asyncio.sleep(settings.lock_first_delay)
         while not self._stopped:
             try:
-                await self.consumer.rebalance.lock_all()
+                await self.locks.lock_all()
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -150,7 +164,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
     async def lock_one_mq(self, mq: MessageQueue) -> bool:
         if self._stopped:
             return False
-        return await self.consumer.rebalance.lock(mq)
+        return await self.locks.lock(mq)
 
     # ------------------------------------------------------------------ the consume loop
 
@@ -360,7 +374,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 dead_letter_sent: dict[int, bool] = {}
                 if status is ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT:
                     for msg in self._over_max(msgs):
-                        dead_letter_sent[id(msg)] = await self._send_to_dead_letter(msg)
+                        dead_letter_sent[id(msg)] = await self.send_back.send_to_dead_letter(msg)
                 if not self.process_consume_result(msgs, status, context, pq, mq, dead_letter_sent):
                     break
             self.record_calls(tally, mq.topic)
@@ -460,35 +474,9 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
             msg.reconsume_times += 1
         return suspend
 
-    def _dead_letter_message(self, msg: MessageExt) -> Message:
-        consumer = self.consumer
-        properties = dict(msg.properties)
-        properties[MessageConst.RECONSUME_TIME] = str(msg.reconsume_times)
-        origin = properties.get(MessageConst.ORIGIN_MESSAGE_ID)
-        properties[MessageConst.ORIGIN_MESSAGE_ID] = origin or msg.client_msg_id
-        properties[MessageConst.RETRY_TOPIC] = msg.topic
-        properties[MessageConst.MAX_RECONSUME_TIMES] = str(self.max_reconsume_times)
-        new_msg = Message(consumer.retry_topic, msg.body, flag=msg.flag, properties=properties)
-        new_msg.delay_level = 3 + msg.reconsume_times
-        return new_msg
-
-    async def _send_to_dead_letter(self, msg: MessageExt) -> bool:
-        """Re-send ``msg`` to ``%RETRY%<group>`` with its reconsume count at the limit (so it is dead-lettered)."""
-        msg.properties[MessageConst.RECONSUME_TIME] = str(msg.reconsume_times)
-        try:
-            await self.consumer.instance.inner_producer.send_coro(self._dead_letter_message(msg))
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
-            logger.error("%s: sending %s to the dead-letter queue failed: %s", self.group, msg, exc)
-            return False
-        logger.info("%s: %s reached %d reconsumes; sent to the dead-letter queue", self.group, msg,
-                    msg.reconsume_times)
-        return True
-
     def _send_to_dead_letter_blocking(self, msg: MessageExt) -> bool:
         try:
-            return bool(self.consumer.instance.run(self._send_to_dead_letter(msg), DLQ_SEND_WAIT))
+            return bool(self.consumer.instance.run(self.send_back.send_to_dead_letter(msg), DLQ_SEND_WAIT))
         except Exception as exc:
             logger.error("%s: sending %s to the dead-letter queue failed: %s", self.group, msg, exc)
             return False
@@ -534,4 +522,5 @@ __all__ = [
     "TRY_LOCK_LATER_IN_LOOP_MILLS",
     "ConsumeMessageOrderlyService",
     "MessageQueueLock",
+    "QueueLocks",
 ]

@@ -10,27 +10,56 @@ committed (else per ``consume_from``). Heartbeats announce CONSUME_ACTIVELY.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from typing import Protocol
 
+from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
 from rocketflow.client.consumer.coordinator.rebalance import RebalanceImpl
+from rocketflow.client.consumer.coordinator.start_offset import compute_pull_from_where
 from rocketflow.client.consumer.fetcher import PullRequest
-from rocketflow.client.consumer.offset_store import ReadOffsetType
+from rocketflow.client.consumer.offset_store import OffsetStore, ReadOffsetType
 from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.client.errors import MQError
-from rocketflow.protocol.bodies import ConsumeFromWhere, ConsumeType
+from rocketflow.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
 from rocketflow.protocol.message import MessageQueue
-from rocketflow.protocol.names import is_retry_topic
 
-if TYPE_CHECKING:
-    from rocketflow.client.consumer.pull_consumer import PullConsumer
+logger = logging.getLogger(__name__)
 
-logger = logging.getLogger("rocketflow.client.consumer.coordinator.rebalance")
+
+class LitePullRebalanceHost(Protocol):
+    """What the pull consumer's rebalance uses of its consumer (a `PullConsumer`)."""
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def message_model(self) -> MessageModel: ...
+
+    @property
+    def allocate_strategy(self) -> AllocateMessageQueueStrategy: ...
+
+    @property
+    def consume_from(self) -> ConsumeFromWhere: ...
+
+    @property
+    def consume_timestamp_ms(self) -> int: ...
+
+    @property
+    def offset_store(self) -> OffsetStore: ...
+
+    def new_process_queue(self) -> ProcessQueue: ...
+
+    def start_queue(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None: ...
+
+    async def release_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None: ...
+
+    async def notify_queue_listener(self, topic: str, mq_all: set[MessageQueue],
+                                    mq_divided: set[MessageQueue]) -> None: ...
 
 
 class RebalanceLitePullImpl(RebalanceImpl):
     """Rebalance of a subscribing `PullConsumer`."""
 
-    def __init__(self, consumer: PullConsumer) -> None:
+    def __init__(self, consumer: LitePullRebalanceHost) -> None:
         super().__init__(consumer.group, consumer.message_model, consumer.allocate_strategy,
                          process_queue_factory=consumer.new_process_queue)
         self.consumer = consumer
@@ -60,33 +89,16 @@ class RebalanceLitePullImpl(RebalanceImpl):
         self.consumer.offset_store.remove_offset(mq)
 
     async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """The group's offset (memory first, then the store); without one, per ``consume_from``
-        (retry topics: 0 from the last offset, the max offset by timestamp); -1 when the store
+        """The group's offset (this consumer's last commit first, then the store); without one, per
+        ``consume_from`` (see `rocketflow.client.consumer.coordinator.start_offset`); -1 when the store
         could not be asked."""
         consumer = self.consumer
-        last_offset = await consumer.offset_store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE)
-        if last_offset >= 0:
-            return last_offset
-        if last_offset != -1:
-            return -1
-        where = consumer.consume_from
-        if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-            return 0
-        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-            if is_retry_topic(mq.topic):
-                return await self.max_offset(mq)
-            return await self.search_offset(mq, consumer.consume_timestamp_ms)
-        if is_retry_topic(mq.topic):
-            return 0
-        return await self.max_offset(mq)
+        return await compute_pull_from_where(mq, consumer.offset_store, ReadOffsetType.MEMORY_FIRST_THEN_STORE,
+                                             consumer.consume_from, consumer.consume_timestamp_ms, self)
 
     def dispatch_pull_request(self, pull_requests: list[PullRequest]) -> None:
         for request in pull_requests:
             self.consumer.start_queue(request.message_queue, request.process_queue, request.next_offset)
 
-    async def min_offset(self, mq: MessageQueue) -> int:
-        """The queue's smallest offset still stored (GET_MIN_OFFSET at its master)."""
-        return await self.instance.api.get_min_offset(await self._publish_addr(mq), mq.topic, mq.queue_id)
 
-
-__all__ = ["RebalanceLitePullImpl"]
+__all__ = ["LitePullRebalanceHost", "RebalanceLitePullImpl"]

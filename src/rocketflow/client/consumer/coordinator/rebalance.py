@@ -1,10 +1,10 @@
-"""Rebalance: which queues of its subscribed topics a consumer takes (CONSUMER.md 3, PROTOCOL.md 6.2-6.3).
+"""Rebalance: which queues of its subscribed topics a consumer takes (RocketMQ's ``RebalanceImpl``).
 
 `RebalanceImpl` holds what every consumer variant shares: the subscription table, the topics'
-queues, the process-queue table, the per-topic reconciliation and the broker-side queue locks
-(`lock`, `lock_all`, `unlock`, `unlock_all`). A variant says what a removal means, where a new
-queue starts and what to do with new queues (`RebalancePushImpl` here: pull requests for the push
-consumer; a pull consumer would keep its own variant).
+queues, the process-queue table and the per-topic reconciliation; its base `BrokerQueueLocks` holds
+the broker-side queue locks. A variant says what a removal means, where a new queue starts and what
+to do with new queues: `rocketflow.client.consumer.coordinator.push` (pull requests for the push
+consumer) and `rocketflow.client.consumer.coordinator.lite_pull` (pull tasks of the pull consumer).
 
 Everything here runs on the client instance's event loop. Waiting for a process queue's consume
 lock (orderly removal) polls without blocking the loop (`ConsumeLock.acquire_async`).
@@ -37,54 +37,31 @@ import asyncio
 import logging
 import weakref
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterable
-from datetime import datetime
-from typing import TYPE_CHECKING, Final
+from collections.abc import Callable
+from typing import Final
 
 from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
+from rocketflow.client.consumer.coordinator.broker_locks import BrokerQueueLocks
 from rocketflow.client.consumer.fetcher import PullRequest
-from rocketflow.client.consumer.offset_store import ReadOffsetType
 from rocketflow.client.consumer.process_queue import ProcessQueue
-from rocketflow.client.errors import MQClientError, MQError
+from rocketflow.client.errors import MQClientError
 from rocketflow.client.instance import ClientInstance
-from rocketflow.client.route import MASTER_ID
-from rocketflow.protocol.bodies import (
-    ConsumeFromWhere,
-    ConsumeType,
-    LockBatchRequestBody,
-    MessageModel,
-    SubscriptionData,
-    UnlockBatchRequestBody,
-    now_millis,
-)
+from rocketflow.protocol.bodies import ConsumeType, MessageModel, SubscriptionData
 from rocketflow.protocol.message import MessageQueue
 from rocketflow.protocol.names import is_retry_topic
 
-if TYPE_CHECKING:
-    from rocketflow.client.consumer.push_consumer import PushConsumer
+logger = logging.getLogger(__name__)
 
-logger = logging.getLogger("rocketflow.client.consumer.coordinator.rebalance")
-
-#: Format of ``consume_timestamp`` (RocketMQ's ``UtilAll.YYYYMMDDHHMMSS``), local time.
-CONSUME_TIMESTAMP_FORMAT: Final = "%Y%m%d%H%M%S"
-#: Timeout of LOCK_BATCH_MQ / UNLOCK_BATCH_MQ (seconds).
-LOCK_TIMEOUT: Final = 1.0
 #: How long a removal waits for the consume lock of an orderly queue (seconds).
 CONSUME_LOCK_TRY_TIMEOUT: Final = 1.0
 
 
-def parse_consume_timestamp(text: str) -> int:
-    """``yyyyMMddHHmmss`` (local time) -> epoch milliseconds; raises `MQClientError` if malformed."""
-    if not isinstance(text, str) or len(text) != 14 or not text.isdigit():
-        raise MQClientError(f"consume_timestamp must be 'yyyyMMddHHmmss' (14 digits), got {text!r}")
-    try:
-        moment = datetime.strptime(text, CONSUME_TIMESTAMP_FORMAT)
-    except ValueError as exc:
-        raise MQClientError(f"consume_timestamp {text!r} is not a valid time: {exc}") from None
-    return int(moment.timestamp() * 1000)
+async def acquire_consume_lock(pq: ProcessQueue) -> bool:
+    """Take ``pq``'s consume lock for the current task, waiting at most `CONSUME_LOCK_TRY_TIMEOUT`."""
+    return await pq.consume_lock.acquire_async(CONSUME_LOCK_TRY_TIMEOUT)
 
 
-class RebalanceImpl(ABC):
+class RebalanceImpl(BrokerQueueLocks, ABC):
     """The rebalance state and algorithm shared by consumer variants (RocketMQ's ``RebalanceImpl``)."""
 
     def __init__(self, consumer_group: str, message_model: MessageModel,
@@ -101,6 +78,8 @@ class RebalanceImpl(ABC):
         self.topic_subscribe_info_table: dict[str, set[MessageQueue]] = {}
         #: topic -> subscription (the retry topic included in clustering).
         self.subscription_inner: dict[str, SubscriptionData] = {}
+        #: topic -> the subscription version the brokers were last told in a heartbeat
+        self._announced_sub_versions: dict[str, int] = {}
         self._rebalance_lock: asyncio.Lock | None = None
         #: Dropped process queues left in the table because their removal failed (consume lock busy).
         self._unremoved: weakref.WeakSet[ProcessQueue] = weakref.WeakSet()
@@ -118,6 +97,31 @@ class RebalanceImpl(ABC):
     @instance.setter
     def instance(self, instance: ClientInstance) -> None:
         self._instance = instance
+
+    # ------------------------------------------------------------------ subscriptions
+
+    def put_subscription(self, subscription: SubscriptionData) -> None:
+        """Add or replace a topic's subscription (the brokers learn it from the next heartbeat)."""
+        self.subscription_inner[subscription.topic] = subscription
+        self._announced_sub_versions[subscription.topic] = subscription.sub_version
+
+    def remove_subscription(self, topic: str) -> None:
+        self.subscription_inner.pop(topic, None)
+        self._announced_sub_versions.pop(topic, None)
+        self.topic_subscribe_info_table.pop(topic, None)
+
+    def pull_sub_version(self, topic: str, subscription: SubscriptionData) -> int:
+        """The subscription version pulls send: the last one announced to the brokers."""
+        return self._announced_sub_versions.get(topic, subscription.sub_version)
+
+    def subscriptions(self) -> dict[str, str]:
+        """topic -> subscription expression."""
+        return {topic: sub.sub_string for topic, sub in self.subscription_inner.items()}
+
+    def update_topic_subscribe_info(self, topic: str, queues: list[MessageQueue]) -> None:
+        """A route change of ``topic``: its readable queues, kept when it is subscribed."""
+        if topic in self.subscription_inner:
+            self.topic_subscribe_info_table[topic] = set(queues)
 
     # ------------------------------------------------------------------ what a variant defines
 
@@ -307,7 +311,7 @@ class RebalanceImpl(ABC):
             pull_requests.extend(new_requests)
         return changed
 
-    def on_queue_added(self, mq: MessageQueue) -> None:  # noqa: B027 - an optional hook, not abstract
+    def on_queue_added(self, mq: MessageQueue) -> None:
         """Called when ``mq`` gets a new process queue (before its first pull)."""
 
     def truncate_message_queue_not_my_topic(self) -> None:
@@ -336,7 +340,7 @@ class RebalanceImpl(ABC):
         A dropped process queue's consume loop re-checks ``dropped`` under that lock before each call,
         so once the lock was free no further call starts on it.
         """
-        if not await pq.consume_lock.acquire_async(CONSUME_LOCK_TRY_TIMEOUT):
+        if not await acquire_consume_lock(pq):
             return False
         pq.consume_lock.release()
         return True
@@ -346,93 +350,6 @@ class RebalanceImpl(ABC):
         for pq in list(self.process_queue_table.values()):
             pq.dropped = True
         self.process_queue_table.clear()
-
-    # ------------------------------------------------------------------ broker locks
-
-    def build_process_queue_table_by_broker_name(self) -> dict[str, set[MessageQueue]]:
-        """The held queues grouped by broker name."""
-        result: dict[str, set[MessageQueue]] = {}
-        for mq in list(self.process_queue_table):
-            result.setdefault(mq.broker_name, set()).add(mq)
-        return result
-
-    def _master_addr(self, broker_name: str) -> str | None:
-        found = self.instance.find_broker_address_in_subscribe(broker_name, MASTER_ID, True)
-        return found.broker_addr if found is not None else None
-
-    async def lock(self, mq: MessageQueue) -> bool:
-        """Lock one queue at its master; True if this client holds it now."""
-        addr = self._master_addr(mq.broker_name)
-        if addr is None:
-            return False
-        instance = self.instance
-        body = LockBatchRequestBody(self.consumer_group, instance.client_id, {mq})
-        try:
-            locked = await instance.api.lock_batch_mq(addr, body, LOCK_TIMEOUT)
-        except MQError as exc:
-            logger.warning("%s: locking %s failed: %s", self.consumer_group, mq, exc)
-            return False
-        for locked_mq in locked:
-            pq = self.process_queue_table.get(locked_mq)
-            if pq is not None:
-                pq.locked = True
-                pq.last_lock_timestamp = pq.now_ms()
-        return mq in locked
-
-    async def lock_all(self) -> None:
-        """Lock (or renew) every held queue, one LOCK_BATCH_MQ per broker; flag each process queue."""
-        instance = self.instance
-        for broker_name, mqs in self.build_process_queue_table_by_broker_name().items():
-            addr = self._master_addr(broker_name)
-            if addr is None or not mqs:
-                continue
-            body = LockBatchRequestBody(self.consumer_group, instance.client_id, set(mqs))
-            try:
-                locked = await instance.api.lock_batch_mq(addr, body, LOCK_TIMEOUT)
-            except MQError as exc:
-                logger.warning("%s: locking %d queues of %s failed: %s", self.consumer_group, len(mqs),
-                               broker_name, exc)
-                continue
-            for mq in mqs:
-                pq = self.process_queue_table.get(mq)
-                if pq is None:
-                    continue
-                if mq in locked:
-                    if not pq.locked:
-                        logger.info("%s: %s locked", self.consumer_group, mq)
-                    pq.locked = True
-                    pq.last_lock_timestamp = pq.now_ms()
-                else:
-                    if pq.locked:
-                        logger.warning("%s: lost the lock of %s", self.consumer_group, mq)
-                    pq.locked = False
-
-    async def unlock(self, mq: MessageQueue, oneway: bool) -> None:
-        """Release one queue's broker lock (failures are logged)."""
-        await self._unlock_batch(mq.broker_name, {mq}, oneway)
-
-    async def unlock_all(self, oneway: bool) -> None:
-        """Release the broker locks of every held queue, one UNLOCK_BATCH_MQ per broker."""
-        for broker_name, mqs in self.build_process_queue_table_by_broker_name().items():
-            if mqs and await self._unlock_batch(broker_name, mqs, oneway):
-                for mq in mqs:
-                    pq = self.process_queue_table.get(mq)
-                    if pq is not None:
-                        pq.locked = False
-
-    async def _unlock_batch(self, broker_name: str, mqs: Iterable[MessageQueue], oneway: bool) -> bool:
-        addr = self._master_addr(broker_name)
-        if addr is None:
-            return False
-        instance = self.instance
-        body = UnlockBatchRequestBody(self.consumer_group, instance.client_id, set(mqs))
-        try:
-            await instance.api.unlock_batch_mq(addr, body, LOCK_TIMEOUT, oneway=oneway)
-        except MQError as exc:
-            logger.warning("%s: unlocking %s failed: %s", self.consumer_group, sorted(body.mq_set), exc)
-            return False
-        logger.info("%s: unlocked %s", self.consumer_group, sorted(body.mq_set))
-        return True
 
     # ------------------------------------------------------------------ admin lookups
 
@@ -450,151 +367,14 @@ class RebalanceImpl(ABC):
         """The queue's next offset to be written (GET_MAX_OFFSET at its master)."""
         return await self.instance.api.get_max_offset(await self._publish_addr(mq), mq.topic, mq.queue_id)
 
+    async def min_offset(self, mq: MessageQueue) -> int:
+        """The queue's smallest offset still stored (GET_MIN_OFFSET at its master)."""
+        return await self.instance.api.get_min_offset(await self._publish_addr(mq), mq.topic, mq.queue_id)
+
     async def search_offset(self, mq: MessageQueue, timestamp_ms: int) -> int:
         """The first offset stored at or after ``timestamp_ms`` (SEARCH_OFFSET_BY_TIMESTAMP)."""
         return await self.instance.api.search_offset(await self._publish_addr(mq), mq.topic, mq.queue_id,
                                                      timestamp_ms)
-
-
-class RebalancePushImpl(RebalanceImpl):
-    """The push consumer's rebalance: offsets from the offset store, pull requests for new queues."""
-
-    def __init__(self, consumer: PushConsumer) -> None:
-        super().__init__(consumer.group, consumer.message_model, consumer.allocate_strategy,
-                         process_queue_factory=consumer.new_process_queue)
-        self.consumer = consumer
-        self._announced_sub_versions: dict[str, int] = {}
-        self._delayed_unlocks: dict[MessageQueue, asyncio.TimerHandle] = {}
-
-    def consume_type(self) -> ConsumeType:
-        return ConsumeType.CONSUME_PASSIVELY
-
-    # ------------------------------------------------------------------ subscriptions
-
-    def put_subscription(self, subscription: SubscriptionData) -> None:
-        """Add or replace a topic's subscription (the brokers learn it from the next heartbeat)."""
-        self.subscription_inner[subscription.topic] = subscription
-        self._announced_sub_versions[subscription.topic] = subscription.sub_version
-
-    def remove_subscription(self, topic: str) -> None:
-        self.subscription_inner.pop(topic, None)
-        self._announced_sub_versions.pop(topic, None)
-        self.topic_subscribe_info_table.pop(topic, None)
-
-    def pull_sub_version(self, topic: str, subscription: SubscriptionData) -> int:
-        """The subscription version pulls send: the last one announced to the brokers."""
-        return self._announced_sub_versions.get(topic, subscription.sub_version)
-
-    async def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
-        """Bump the subscription version, re-derive per-queue thresholds from topic thresholds, heartbeat."""
-        subscription = self.subscription_inner.get(topic)
-        new_version = now_millis()
-        if subscription is not None:
-            if new_version <= subscription.sub_version:
-                new_version = subscription.sub_version + 1
-            logger.info("%s: %s rebalanced, subscription version %d -> %d", self.consumer_group, topic,
-                        subscription.sub_version, new_version)
-            subscription.sub_version = new_version
-        self.consumer.apply_topic_thresholds(len(self.process_queue_table))
-        try:
-            await self.instance.send_heartbeat_to_all_brokers()
-        except MQError as exc:
-            logger.warning("%s: heartbeat after the rebalance of %s failed: %s", self.consumer_group, topic, exc)
-        if subscription is not None and self.subscription_inner.get(topic) is subscription:
-            self._announced_sub_versions[topic] = new_version
-
-    # ------------------------------------------------------------------ removal
-
-    async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
-        store = self.consumer.offset_store
-        await store.persist(mq)
-        store.remove_offset(mq)
-        if not (self.consumer.consume_orderly and self.message_model is MessageModel.CLUSTERING):
-            return True
-        try:
-            if await pq.consume_lock.acquire_async(CONSUME_LOCK_TRY_TIMEOUT):
-                try:
-                    return await self._unlock_delay(mq, pq)
-                finally:
-                    pq.consume_lock.release()
-            tries = pq.inc_try_unlock_times()
-            logger.warning("%s: %s is being consumed, cannot release it now (try %d)", self.consumer_group, mq,
-                           tries)
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            logger.exception("%s: releasing %s failed", self.consumer_group, mq)
-        return False
-
-    async def _unlock_delay(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
-        if pq.has_temp_message:
-            delay = self.consumer.settings.unlock_delay_time
-            logger.info("%s: %s still holds messages; unlocking it in %.3gs", self.consumer_group, mq, delay)
-            self._cancel_delayed_unlock(mq)
-            loop = asyncio.get_running_loop()
-            self._delayed_unlocks[mq] = loop.call_later(delay, self._fire_delayed_unlock, mq)
-        else:
-            await self.unlock(mq, True)
-        return True
-
-    def _fire_delayed_unlock(self, mq: MessageQueue) -> None:
-        self._delayed_unlocks.pop(mq, None)
-        if mq in self.process_queue_table:
-            logger.info("%s: %s is ours again; keeping its lock", self.consumer_group, mq)
-            return
-        self.consumer.spawn(self.unlock(mq, True))
-
-    def _cancel_delayed_unlock(self, mq: MessageQueue) -> None:
-        handle = self._delayed_unlocks.pop(mq, None)
-        if handle is not None:
-            handle.cancel()
-
-    def on_queue_added(self, mq: MessageQueue) -> None:
-        self._cancel_delayed_unlock(mq)
-
-    def take_delayed_unlocks(self) -> dict[str, set[MessageQueue]]:
-        """Cancel the pending delayed unlocks; return their queues by broker name (shutdown unlocks them now)."""
-        result: dict[str, set[MessageQueue]] = {}
-        for mq, handle in list(self._delayed_unlocks.items()):
-            handle.cancel()
-            result.setdefault(mq.broker_name, set()).add(mq)
-        self._delayed_unlocks.clear()
-        return result
-
-    async def unlock_all(self, oneway: bool) -> None:
-        await super().unlock_all(oneway)
-        for broker_name, mqs in self.take_delayed_unlocks().items():
-            await self._unlock_batch(broker_name, mqs, oneway)
-
-    # ------------------------------------------------------------------ new queues
-
-    def remove_dirty_offset(self, mq: MessageQueue) -> None:
-        self.consumer.offset_store.remove_offset(mq)
-
-    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """PROTOCOL.md 6.2: the stored offset; without one, per ``consume_from`` (retry topics:
-        0 from the last offset, the max offset by timestamp); -1 when the store could not be asked."""
-        consumer = self.consumer
-        last_offset = await consumer.offset_store.read_offset(mq, ReadOffsetType.READ_FROM_STORE)
-        if last_offset >= 0:
-            return last_offset
-        if last_offset != -1:
-            return -1
-        where = consumer.consume_from
-        if where is ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET:
-            return 0
-        if where is ConsumeFromWhere.CONSUME_FROM_TIMESTAMP:
-            if is_retry_topic(mq.topic):
-                return await self.max_offset(mq)
-            return await self.search_offset(mq, consumer.consume_timestamp_ms)
-        # LAST_OFFSET and the deprecated values treated like it
-        if is_retry_topic(mq.topic):
-            return 0
-        return await self.max_offset(mq)
-
-    def dispatch_pull_request(self, pull_requests: list[PullRequest]) -> None:
-        for request in pull_requests:
-            self.consumer.pull_service.execute_pull_request_immediately(request)
 
 
 def _strategy_name(strategy: object) -> str:
@@ -604,11 +384,4 @@ def _strategy_name(strategy: object) -> str:
         return type(strategy).__name__
 
 
-__all__ = [
-    "CONSUME_LOCK_TRY_TIMEOUT",
-    "CONSUME_TIMESTAMP_FORMAT",
-    "LOCK_TIMEOUT",
-    "RebalanceImpl",
-    "RebalancePushImpl",
-    "parse_consume_timestamp",
-]
+__all__ = ["CONSUME_LOCK_TRY_TIMEOUT", "RebalanceImpl", "acquire_consume_lock"]
