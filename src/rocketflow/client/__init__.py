@@ -28,7 +28,8 @@ from rocketflow.client.consumer.offset_store import (
     RemoteBrokerOffsetStore,
 )
 from rocketflow.client.consumer.process_queue import ProcessQueue, ProcessQueueInfo
-from rocketflow.client.consumer.pull_consumer import PullConsumer, PullConsumerSettings
+from rocketflow.client.consumer.pull_consumer import PullConsumer
+from rocketflow.client.consumer.pull_settings import PullConsumerSettings
 from rocketflow.client.consumer.push_consumer import PushConsumer
 from rocketflow.client.consumer.push_settings import MAX_RECONSUME_TIMES_UNLIMITED, PushConsumerSettings
 from rocketflow.client.consumer.stats import ConsumerStats

@@ -356,10 +356,29 @@ class LocalFileOffsetStore(_MemoryTable):
         """Broadcasting offsets never go to a broker."""
 
 
+async def commit_offsets_to_brokers(store: OffsetStore, mqs: Iterable[MessageQueue], group: str) -> list[str]:
+    """UPDATE_CONSUMER_OFFSET, each acknowledged, of the in-memory offset of every queue of ``mqs`` that
+    has one (a consumer's last commit, at shutdown or `PullConsumer.commit_sync`); the failures, each
+    logged, as ``"<queue>: <error>"``."""
+    offsets = store.clone_offset_table()
+    failures: list[str] = []
+    for mq in mqs:
+        offset = offsets.get(mq)
+        if offset is None:
+            continue
+        try:
+            await store.update_consume_offset_to_broker(mq, offset, False)
+        except MQError as exc:
+            logger.warning("%s: committing offset %d of %s failed: %s", group, offset, mq, exc)
+            failures.append(f"{mq}: {exc}")
+    return failures
+
+
 __all__ = [
     "DEFAULT_LOCAL_OFFSET_STORE_DIR",
     "LocalFileOffsetStore",
     "OffsetStore",
     "ReadOffsetType",
     "RemoteBrokerOffsetStore",
+    "commit_offsets_to_brokers",
 ]

@@ -12,11 +12,10 @@ with consumer:                                 # start() ... shutdown()
 ```
 
 Background pull tasks (one per held queue, on the client instance's event loop) fill per-queue
-process queues under flow control: a queue is not pulled while it caches more than
-``pull_threshold_for_queue`` messages or ``pull_threshold_size_for_queue`` MiB or spans more than
-``consume_max_span`` offsets, nor while all queues together cache more than
-``pull_threshold_for_all`` messages; a paused queue is not pulled either. Each pull result becomes
-one batch; `poll` hands out the oldest batch (never one of a paused queue).
+process queues under flow control; each pull result becomes one batch, and `poll` hands out the
+oldest batch (never one of a paused queue): see `rocketflow.client.consumer.batch_fetcher`. The
+consumer is the public face of that fetcher, of its rebalance (`coordinator.lite_pull`) and of its
+offset store.
 
 Offsets: a queue's *position* is the offset after the last batch polled from it. `commit` records
 the positions as the group's offsets (sent to the broker - or, broadcasting, written to the local
@@ -53,21 +52,17 @@ import contextlib
 import dataclasses
 import inspect
 import logging
-import math
 import threading
 import time
-from collections import deque
 from collections.abc import Callable, Coroutine, Iterable, Mapping
-from dataclasses import dataclass
 from datetime import datetime
 from enum import Enum
-from pathlib import Path
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from rocketflow.client.api import PullResult, PullStatus
 from rocketflow.client.config import ClientConfig
 from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
+from rocketflow.client.consumer.batch_fetcher import BatchFetcher
 from rocketflow.client.consumer.coordinator.lite_pull import RebalanceLitePullImpl
 from rocketflow.client.consumer.fetcher import PullAPIWrapper
 from rocketflow.client.consumer.offset_store import (
@@ -75,9 +70,17 @@ from rocketflow.client.consumer.offset_store import (
     OffsetStore,
     ReadOffsetType,
     RemoteBrokerOffsetStore,
+    commit_offsets_to_brokers,
 )
 from rocketflow.client.consumer.options import ServiceState, consumer_options
 from rocketflow.client.consumer.process_queue import ProcessQueue
+from rocketflow.client.consumer.pull_settings import (
+    PullConsumerSettings,
+    check_offset,
+    check_queue,
+    check_queues,
+    check_seconds,
+)
 from rocketflow.client.consumer.subscription import MessageSelector, checked_subscription
 from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
@@ -93,23 +96,11 @@ from rocketflow.protocol.bodies import ProcessQueueInfo as WireProcessQueueInfo
 from rocketflow.protocol.codec import UndecodableRecord
 from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.protocol.names import InvalidNameError, validate_topic
-from rocketflow.protocol.sysflag import build_pull_sys_flag
 
 logger = logging.getLogger(__name__)
 
-#: Re-check delay of a paused queue (``PULL_TIME_DELAY_MILLS_WHEN_PAUSE``), seconds; `resume` wakes it at once.
-PULL_DELAY_WHEN_PAUSE: Final = 1.0
-#: Re-check delay under flow control (``PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL``), seconds.
-PULL_DELAY_WHEN_FLOW_CONTROL: Final = 0.05
-#: RocketMQ ignores auto-commit intervals below one second (``MIN_AUTOCOMMIT_INTERVAL_MILLIS``).
-MIN_AUTO_COMMIT_INTERVAL: Final = 1.0
 #: Timeout of a blocking call into the client's loop that may do a few RPCs (seconds).
 CALL_TIMEOUT: Final = 15.0
-_FLOW_CONTROL_LOG_EVERY: Final = 1000
-_MIB: Final = 1024 * 1024
-#: Pull ``sysFlag``: no commit offset, long polling, subscription in the request, lite pull.
-_PULL_SYS_FLAG: Final = build_pull_sys_flag(False, True, True, False, True)
-
 _T = TypeVar("_T")
 
 #: ``listener(topic, all_queues, my_queues)``, plain (run on a listener thread) or ``async def``.
@@ -124,113 +115,6 @@ class SubscriptionType(Enum):
     NONE = "NONE"
     SUBSCRIBE = "SUBSCRIBE"
     ASSIGN = "ASSIGN"
-
-
-@dataclass(slots=True)
-class PullConsumerSettings:
-    """Pull consumer settings with RocketMQ 4.9.3's ``DefaultLitePullConsumer`` defaults (seconds)."""
-
-    #: Messages per pull, hence at most per `PullConsumer.poll`.
-    pull_batch_size: int = 10
-    #: How long `PullConsumer.poll` waits for a batch by default.
-    poll_timeout: float = 5.0
-    auto_commit: bool = True
-    #: `PullConsumer.poll` commits the positions at most this often (at least 1 s).
-    auto_commit_interval: float = 5.0
-    #: Stop pulling while all queues together cache more messages than this...
-    pull_threshold_for_all: int = 10_000
-    #: ... or one queue caches more messages than this, or more MiB than this,
-    pull_threshold_for_queue: int = 1000
-    pull_threshold_size_for_queue: int = 100
-    #: ... or its cached offsets span more than this.
-    consume_max_span: int = 2000
-    #: How long the broker may hold a pull that found nothing (long polling).
-    broker_suspend_max_time: float = 20.0
-    #: Client timeout of such a pull (must exceed ``broker_suspend_max_time``).
-    consumer_timeout_when_suspend: float = 30.0
-    #: Root of broadcasting consumers' offset files (None: ``~/.rocketmq_offsets``).
-    local_offset_store_dir: str | Path | None = None
-
-    def __post_init__(self) -> None:
-        for name, (low, high) in {"pull_batch_size": (1, 1024), "pull_threshold_for_all": (1, 1 << 31),
-                                  "pull_threshold_for_queue": (1, 65535), "pull_threshold_size_for_queue": (1, 1024),
-                                  "consume_max_span": (1, 65535)}.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise MQClientError(f"{name} must be an int in {low}..{high}, got {value!r}")
-        _check_seconds("poll_timeout", self.poll_timeout, allow_zero=True)
-        _check_seconds("auto_commit_interval", self.auto_commit_interval, allow_zero=False)
-        if self.auto_commit_interval < MIN_AUTO_COMMIT_INTERVAL:
-            raise MQClientError(f"auto_commit_interval must be >= {MIN_AUTO_COMMIT_INTERVAL} s, "
-                                f"got {self.auto_commit_interval!r}")
-        _check_seconds("broker_suspend_max_time", self.broker_suspend_max_time, allow_zero=False)
-        _check_seconds("consumer_timeout_when_suspend", self.consumer_timeout_when_suspend, allow_zero=False)
-        if self.consumer_timeout_when_suspend <= self.broker_suspend_max_time:
-            raise MQClientError(f"consumer_timeout_when_suspend ({self.consumer_timeout_when_suspend}) must be "
-                                f"greater than broker_suspend_max_time ({self.broker_suspend_max_time})")
-        if not isinstance(self.auto_commit, bool):
-            raise MQClientError(f"auto_commit must be a bool, got {self.auto_commit!r}")
-        if self.local_offset_store_dir is not None and not isinstance(self.local_offset_store_dir, str | Path):
-            raise MQClientError(f"local_offset_store_dir must be a path, got {self.local_offset_store_dir!r}")
-
-
-PULL_CONSUMER_SETTING_FIELDS: Final = frozenset(field.name for field in dataclasses.fields(PullConsumerSettings))
-
-
-def _check_seconds(name: str, value: object, *, allow_zero: bool) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
-        raise MQClientError(f"{name} must be a finite number of seconds, got {value!r}")
-    if value < 0 or (value == 0 and not allow_zero):
-        raise MQClientError(f"{name} must be {'>= 0' if allow_zero else '> 0'} seconds, got {value!r}")
-    return float(value)
-
-
-def _check_queue(mq: object, what: str = "a message queue") -> MessageQueue:
-    if not isinstance(mq, MessageQueue):
-        raise MQClientError(f"{what} must be a MessageQueue, got {mq!r}")
-    return mq
-
-
-def _check_queues(queues: object) -> set[MessageQueue]:
-    if isinstance(queues, MessageQueue):
-        return {queues}
-    if isinstance(queues, str | bytes) or not isinstance(queues, Iterable):
-        raise MQClientError(f"expected MessageQueues (an iterable), got {queues!r}")
-    return {_check_queue(mq) for mq in queues}
-
-
-def _check_offset(offset: object) -> int:
-    if isinstance(offset, bool) or not isinstance(offset, int) or offset < 0:
-        raise MQClientError(f"an offset must be an int >= 0, got {offset!r}")
-    return offset
-
-
-@dataclass(eq=False, slots=True)
-class _QueueState:
-    """One held queue: its cache, pull cursor and positions."""
-
-    mq: MessageQueue
-    process_queue: ProcessQueue
-    #: Where the next pull starts (-1: ask the offset store / ``consume_from`` first).
-    next_pull_offset: int
-    #: The offset after the last polled batch (-1: unknown yet).
-    polled_offset: int = -1
-    #: `polled_offset` as of the latest poll call (what the application is done with).
-    acked_offset: int = -1
-    #: Bumped by seek and removal: a pull started before is stale.
-    generation: int = 0
-    removed: bool = False
-    task: asyncio.Task[None] | None = None
-    wake: asyncio.Event = dataclasses.field(default_factory=asyncio.Event)
-
-
-@dataclass(eq=False, slots=True)
-class _Batch:
-    state: _QueueState
-    generation: int
-    messages: list[MessageExt]
-    #: records of the same pull that could not be decoded (held apart in the process queue)
-    undecodable: list[UndecodableRecord] = dataclasses.field(default_factory=list)
 
 
 class PullConsumer:
@@ -259,28 +143,17 @@ class PullConsumer:
         self.consume_from = consume_from
         self.allocate_strategy = options.allocate_strategy
         self.rebalance = RebalanceLitePullImpl(self)
+        self._fetcher = BatchFetcher(self, self.rebalance)
         self._subscription_type = SubscriptionType.NONE
         self._assigned: set[MessageQueue] = set()
         self._queue_listeners: dict[str, QueueListener] = {}
         self._state = ServiceState.CREATE_JUST
         self._state_lock = threading.Lock()
-        # guards the queue states, the batch cache and the paused set (pull tasks vs. polling threads)
-        self._lock = threading.RLock()
-        self._cond = threading.Condition(self._lock)
-        self._queues: dict[MessageQueue, _QueueState] = {}
-        self._batches: deque[_Batch] = deque()
-        self._cached_count = 0
-        self._paused: set[MessageQueue] = set()
-        self._async_waiters: list[tuple[asyncio.AbstractEventLoop, asyncio.Future[None]]] = []
         self._next_auto_commit = 0.0
-        self._closing = False
         self._instance: ClientInstance | None = None
         self._instance_started = False
         self._offset_store: OffsetStore | None = None
-        self._wrapper: PullAPIWrapper | None = None
         self._listener_pool: concurrent.futures.ThreadPoolExecutor | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
-        self._flow_control_times = 0
         self._undecodable_listener: UndecodableListener | None = None
         self._undecodable_skipped = 0
 
@@ -335,13 +208,13 @@ class PullConsumer:
     @property
     def undecodable_skipped(self) -> int:
         """Pulled records that could not be decoded and were skipped by `poll` so far."""
-        with self._lock:
+        with self._fetcher.lock:
             return self._undecodable_skipped
 
     def _report_undecodable(self, mq: MessageQueue, records: list[UndecodableRecord]) -> None:
         """Log, count and hand over the undecodable records a poll passed (outside the lock)."""
         listener = self._undecodable_listener
-        with self._lock:
+        with self._fetcher.lock:
             self._undecodable_skipped += len(records)
         for record in records:
             logger.error("%s: the record at offset %d of %s cannot be decoded (%s); skipped", self.group,
@@ -405,8 +278,8 @@ class PullConsumer:
 
     async def _release_topic(self, topic: str) -> None:
         async with self.rebalance.rebalance_lock:
-            with self._lock:
-                held = [(mq, state.process_queue) for mq, state in self._queues.items() if mq.topic == topic]
+            with self._fetcher.lock:
+                held = [(mq, state.process_queue) for mq, state in self._fetcher.queues.items() if mq.topic == topic]
             for mq, pq in held:
                 await self.release_queue(mq, pq)
                 self.rebalance.process_queue_table.pop(mq, None)
@@ -437,7 +310,7 @@ class PullConsumer:
         `subscribe`. Each queue starts at the group's committed offset, else per ``consume_from``."""
         if self._subscription_type is SubscriptionType.SUBSCRIBE:
             raise MQClientError("subscribe and assign are mutually exclusive: this consumer uses subscribe()")
-        wanted = _check_queues(queues)
+        wanted = check_queues(queues)
         if not wanted:
             raise MQClientError("assign() needs at least one message queue")
         for mq in wanted:
@@ -453,17 +326,18 @@ class PullConsumer:
 
     async def _apply_assignment(self) -> None:
         wanted = set(self._assigned)
-        for mq, state in list(self._queues.items()):
+        fetcher = self._fetcher
+        for mq, state in list(fetcher.queues.items()):
             if mq not in wanted:
-                await self.release_queue(mq, state.process_queue)
+                await fetcher.release_queue(mq, state.process_queue)
         for mq in sorted(wanted):
-            if mq not in self._queues:
+            if mq not in fetcher.queues:
                 self.start_queue(mq, self.new_process_queue(), -1)
 
     def assignment(self) -> list[MessageQueue]:
         """The queues this consumer holds now, sorted."""
-        with self._lock:
-            return sorted(self._queues)
+        with self._fetcher.lock:
+            return sorted(self._fetcher.queues)
 
     def fetch_message_queues(self, topic: str) -> list[MessageQueue]:
         """``topic``'s readable queues, from the name server (raises `MQClientError` for an unknown topic)."""
@@ -518,7 +392,7 @@ class PullConsumer:
             store = RemoteBrokerOffsetStore(instance, self.group)
         store.load()
         self._offset_store = store
-        self._wrapper = PullAPIWrapper(instance, self.group)
+        self._fetcher.wrapper = PullAPIWrapper(instance, self.group)
         self._listener_pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"rocketflow-client-queue-listener[{self.group}]")
         instance.register_consumer(self.group, self)
@@ -575,7 +449,7 @@ class PullConsumer:
         except MQError as exc:
             logger.warning("%s: error while shutting down: %s", self.group, exc)
         finally:
-            self._wake_pollers()
+            self._fetcher.wake_pollers()
             if self._listener_pool is not None:
                 self._listener_pool.shutdown(wait=True, cancel_futures=True)
             instance.unregister_consumer(self.group)
@@ -586,29 +460,18 @@ class PullConsumer:
         logger.info("pull consumer %s shut down", self.group)
 
     async def _stop_on_loop(self, *, commit_polled: bool) -> None:
-        self._closing = True
-        tasks = [task for task in self._tasks if task is not asyncio.current_task()]
-        for task in tasks:
-            task.cancel()
-        if tasks:
-            await asyncio.gather(*tasks, return_exceptions=True)
+        await self._fetcher.stop_tasks()
         async with self.rebalance.rebalance_lock:
             store = self._offset_store
             if store is not None:
                 if self.settings.auto_commit:
-                    self._commit_positions(polled=commit_polled)
+                    self._fetcher.commit_positions(polled=commit_polled)
                 mqs = self.assignment()
                 if self.message_model is MessageModel.BROADCASTING:
                     await store.persist_all(mqs)
                 else:
                     await self._persist_to_broker(store, mqs, raise_errors=False)
-            with self._lock:
-                for state in self._queues.values():
-                    state.removed = True
-                    state.process_queue.dropped = True
-                self._queues.clear()
-                self._batches.clear()
-                self._cached_count = 0
+            self._fetcher.forget_all()
             self.rebalance.destroy()
 
     def __enter__(self) -> PullConsumer:
@@ -620,225 +483,32 @@ class PullConsumer:
                  traceback: TracebackType | None) -> None:
         self._shutdown(commit_polled=exc_type is None)
 
-    # ------------------------------------------------------------------ held queues (on the loop)
+    # ------------------------------------------------------------------ held queues (the rebalance's calls)
 
     def start_queue(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None:
-        """Hold ``mq`` and start its pull task (on the client's loop; -1: ask where it starts)."""
-        with self._lock:
-            if self._closing:
-                pq.dropped = True
-                return
-            old = self._queues.get(mq)
-            if old is not None:
-                self._forget_locked(old)
-            state = _QueueState(mq, pq, next_offset)
-            if next_offset >= 0:
-                state.polled_offset = state.acked_offset = next_offset
-            self._queues[mq] = state
-        self._start_pull_task(state)
-
-    def _start_pull_task(self, state: _QueueState) -> None:
-        if self._closing:
-            return
-        task = asyncio.get_running_loop().create_task(self._pull_loop(state, state.generation),
-                                                      name=f"pull {state.mq}")
-        state.task = task
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    def _forget_locked(self, state: _QueueState) -> None:
-        state.removed = True
-        state.generation += 1
-        state.process_queue.dropped = True
-        if self._queues.get(state.mq) is state:
-            del self._queues[state.mq]
-        self._drop_batches_locked(state)
-        if state.task is not None and state.task is not _current_task():
-            state.task.cancel()
-
-    def _drop_batches_locked(self, state: _QueueState) -> None:
-        if any(batch.state is state for batch in self._batches):
-            self._batches = deque(batch for batch in self._batches if batch.state is not state)
-            self._cached_count = sum(len(batch.messages) for batch in self._batches)
-        state.process_queue.clear()
+        """Hold ``mq`` and start pulling it (on the client's loop; -1: ask where it starts)."""
+        self._fetcher.start_queue(mq, pq, next_offset)
 
     async def release_queue(self, mq: MessageQueue, pq: ProcessQueue) -> None:
         """Give up ``mq`` (on the loop): with ``auto_commit`` commit what the application is done with,
-        persist the queue's offset, stop its pull task, forget its cached batches and offset."""
-        store = self.offset_store
-        with self._lock:
-            state = self._queues.get(mq)
-            if state is not None and state.process_queue is pq:
-                if self.settings.auto_commit and state.acked_offset >= 0:
-                    store.update_offset(mq, state.acked_offset, False)
-                self._forget_locked(state)
-        pq.dropped = True
-        await store.persist(mq)
-        store.remove_offset(mq)
+        persist the queue's offset, stop pulling it, forget its cached batches and offset."""
+        await self._fetcher.release_queue(mq, pq)
 
-    def _subscription_for(self, topic: str) -> SubscriptionData | None:
+    def subscription_for(self, topic: str) -> SubscriptionData | None:
+        """The subscription a pull of ``topic`` sends (every tag for an assigned queue)."""
         if self._subscription_type is SubscriptionType.ASSIGN:
             return SubscriptionData(topic, "*", sub_version=0)
         return self.rebalance.subscription_inner.get(topic)
 
-    async def _idle(self, state: _QueueState, delay: float) -> None:
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(delay):
-                await state.wake.wait()
-        state.wake.clear()
-
-    def _flow_controlled(self, state: _QueueState) -> bool:
-        settings = self.settings
-        pq = state.process_queue
-        reason = None
-        if self._cached_count > settings.pull_threshold_for_all:
-            reason = f"all queues cache {self._cached_count} messages (threshold {settings.pull_threshold_for_all})"
-        elif pq.msg_count > settings.pull_threshold_for_queue:
-            reason = f"it caches {pq.msg_count} messages (threshold {settings.pull_threshold_for_queue})"
-        elif pq.msg_size // _MIB > settings.pull_threshold_size_for_queue:
-            reason = f"it caches {pq.msg_size // _MIB} MiB (threshold {settings.pull_threshold_size_for_queue} MiB)"
-        elif pq.max_span > settings.consume_max_span:
-            reason = f"its cached offsets span {pq.max_span} (threshold {settings.consume_max_span})"
-        if reason is None:
-            return False
-        if self._flow_control_times % _FLOW_CONTROL_LOG_EVERY == 0:
-            logger.warning("%s: not pulling %s: %s; poll faster (flow control %d times)", self.group, state.mq,
-                           reason, self._flow_control_times)
-        self._flow_control_times += 1
-        return True
-
-    async def _pull_loop(self, state: _QueueState, generation: int) -> None:
-        mq, pq = state.mq, state.process_queue
-        settings = self.settings
-        wrapper = self._wrapper
-        assert wrapper is not None
-        exception_delay = self.client_config.pull_time_delay_mills_when_exception / 1000
-        while not self._closing and not state.removed and not pq.dropped and state.generation == generation:
-            if mq in self._paused:
-                await self._idle(state, PULL_DELAY_WHEN_PAUSE)
-                continue
-            with self._lock:
-                controlled = self._flow_controlled(state)
-            if controlled:
-                await self._idle(state, PULL_DELAY_WHEN_FLOW_CONTROL)
-                continue
-            offset = state.next_pull_offset
-            if offset < 0:
-                try:
-                    offset = await self.rebalance.compute_pull_from_where(mq)
-                except asyncio.CancelledError:
-                    raise
-                except Exception as exc:
-                    logger.warning("%s: cannot compute where %s starts: %s", self.group, mq, exc)
-                    offset = -1
-                if offset < 0:
-                    await self._idle(state, exception_delay)
-                    continue
-                with self._lock:
-                    if state.generation != generation:
-                        continue
-                    state.next_pull_offset = offset
-                    if state.polled_offset < 0:
-                        state.polled_offset = state.acked_offset = offset
-            subscription = self._subscription_for(mq.topic)
-            pq.last_pull_timestamp = pq.now_ms()
-            if subscription is None:
-                await self._idle(state, exception_delay)
-                continue
-            try:
-                result = await wrapper.pull_kernel_impl(
-                    mq, subscription.sub_string, subscription.expression_type, subscription.sub_version, offset,
-                    settings.pull_batch_size, _PULL_SYS_FLAG, 0, round(settings.broker_suspend_max_time * 1000),
-                    round(settings.consumer_timeout_when_suspend * 1000))
-                messages = wrapper.process_pull_result(mq, result, subscription)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                logger.warning("%s: pull of %s from offset %d failed: %s", self.group, mq, offset, exc)
-                await self._idle(state, exception_delay)
-                continue
-            self._on_pull_result(state, generation, result, messages)
-        if pq.dropped and not state.removed:
-            # dropped by the rebalance without a removal (its topic is no longer subscribed)
-            with self._lock:
-                self._forget_locked(state)
-
-    def _on_pull_result(self, state: _QueueState, generation: int, result: PullResult,
-                        messages: list[MessageExt]) -> None:
-        pq = state.process_queue
-        with self._cond:
-            if state.generation != generation or state.removed or pq.dropped or self._closing:
-                return
-            if result.status is PullStatus.OFFSET_ILLEGAL:
-                logger.warning("%s: offset %d of %s is illegal (broker: min %d, max %d); continuing at %d",
-                               self.group, state.next_pull_offset, state.mq, result.min_offset, result.max_offset,
-                               result.next_begin_offset)
-            state.next_pull_offset = result.next_begin_offset
-            undecodable = result.undecodable
-            if undecodable:
-                held = {id(msg) for msg in pq.hold_undecodable([record.message for record in undecodable])}
-                undecodable = [record for record in undecodable if id(record.message) in held]
-            if messages or undecodable:
-                pq.put_messages(messages)
-                self._batches.append(_Batch(state, generation, messages, undecodable))
-                self._cached_count += len(messages)
-                self._notify_locked()
-            elif result.status is not PullStatus.OFFSET_ILLEGAL and pq.msg_count == 0 \
-                    and result.next_begin_offset > state.polled_offset >= 0:
-                # only filtered-out messages (or none): nothing to hand out up to there
-                state.polled_offset = result.next_begin_offset
-
     # ------------------------------------------------------------------ polling
-
-    def _notify_locked(self) -> None:
-        self._cond.notify_all()
-        for loop, future in self._async_waiters:
-            with contextlib.suppress(RuntimeError):
-                loop.call_soon_threadsafe(_resolve, future)
-
-    def _wake_pollers(self) -> None:
-        with self._cond:
-            self._notify_locked()
-
-    def _take_batch_locked(self) -> _Batch | None:
-        batches = self._batches
-        chosen: int | None = None
-        stale = False
-        for index, batch in enumerate(batches):
-            state = batch.state
-            if state.removed or batch.generation != state.generation or state.process_queue.dropped:
-                stale = True
-                continue
-            if state.mq not in self._paused:
-                chosen = index
-                break
-        if stale:
-            batches = self._batches = deque(batch for batch in batches if not _is_stale(batch))
-            self._cached_count = sum(len(batch.messages) for batch in batches)
-            chosen = next((index for index, batch in enumerate(batches) if batch.state.mq not in self._paused), None)
-        if chosen is None:
-            return None
-        batch = batches[chosen]
-        del batches[chosen]
-        self._cached_count -= len(batch.messages)
-        state = batch.state
-        offset = state.process_queue.remove_messages(batch.messages)
-        if batch.undecodable:
-            released = state.process_queue.release_undecodable([record.message for record in batch.undecodable])
-            if released >= 0:
-                offset = released
-        if offset >= 0:
-            state.polled_offset = offset
-        return batch
 
     def _before_poll(self) -> float:
         self._check_running()
         now = time.monotonic()
-        with self._lock:
-            for state in self._queues.values():
-                state.acked_offset = state.polled_offset
+        with self._fetcher.lock:
+            self._fetcher.ack_polled_locked()
             if self.settings.auto_commit and now >= self._next_auto_commit:
-                self._commit_positions(polled=True)
+                self._fetcher.commit_positions(polled=True)
                 self._next_auto_commit = now + self.settings.auto_commit_interval
         return now
 
@@ -846,18 +516,19 @@ class PullConsumer:
         """The next batch (messages of one queue, in offset order; at most ``pull_batch_size``), waiting
         up to ``timeout`` seconds (default ``poll_timeout``); [] when none came. With ``auto_commit``
         this also commits, every ``auto_commit_interval``, the batches polled before."""
-        wait = self.settings.poll_timeout if timeout is None else _check_seconds("timeout", timeout, allow_zero=True)
+        wait = self.settings.poll_timeout if timeout is None else check_seconds("timeout", timeout, allow_zero=True)
         deadline = self._before_poll() + wait
+        fetcher = self._fetcher
         while True:
-            with self._cond:
+            with fetcher.cond:
                 while True:
-                    batch = self._take_batch_locked()
+                    batch = fetcher.take_batch_locked()
                     if batch is not None:
                         break
                     remaining = deadline - time.monotonic()
                     if remaining <= 0 or self._state is not ServiceState.RUNNING:
                         return []
-                    self._cond.wait(remaining)
+                    fetcher.cond.wait(remaining)
             if batch.undecodable:
                 self._report_undecodable(batch.state.mq, batch.undecodable)
             if batch.messages:
@@ -865,20 +536,21 @@ class PullConsumer:
 
     async def poll_async(self, timeout: float | None = None) -> list[MessageExt]:
         """`poll` for asyncio code: waits without blocking the caller's event loop."""
-        wait = self.settings.poll_timeout if timeout is None else _check_seconds("timeout", timeout, allow_zero=True)
+        wait = self.settings.poll_timeout if timeout is None else check_seconds("timeout", timeout, allow_zero=True)
         self._before_poll()
+        fetcher = self._fetcher
         loop = asyncio.get_running_loop()
         deadline = loop.time() + wait
         while True:
-            with self._lock:
-                batch = self._take_batch_locked()
+            with fetcher.lock:
+                batch = fetcher.take_batch_locked()
                 if batch is None:
                     remaining = deadline - loop.time()
                     if remaining <= 0 or self._state is not ServiceState.RUNNING:
                         return []
                     future: asyncio.Future[None] = loop.create_future()
                     waiter = (loop, future)
-                    self._async_waiters.append(waiter)
+                    fetcher.async_waiters.append(waiter)
             if batch is not None:
                 if batch.undecodable:
                     self._report_undecodable(batch.state.mq, batch.undecodable)
@@ -890,15 +562,15 @@ class PullConsumer:
                     async with asyncio.timeout(remaining):
                         await future
             finally:
-                with self._lock:
-                    self._async_waiters.remove(waiter)
+                with fetcher.lock:
+                    fetcher.async_waiters.remove(waiter)
 
     def cached_messages(self, mq: MessageQueue | None = None) -> int:
         """How many pulled messages wait to be polled (of ``mq`` only, when given)."""
-        with self._lock:
+        with self._fetcher.lock:
             if mq is None:
-                return self._cached_count
-            state = self._queues.get(_check_queue(mq))
+                return self._fetcher.cached_count
+            state = self._fetcher.queues.get(check_queue(mq))
             return state.process_queue.msg_count if state is not None else 0
 
     # ------------------------------------------------------------------ pause / resume
@@ -906,18 +578,19 @@ class PullConsumer:
     def pause(self, queues: Iterable[MessageQueue] | MessageQueue) -> None:
         """Stop pulling ``queues`` and handing out their cached batches until `resume` (a queue not held
         yet is paused once it is)."""
-        wanted = _check_queues(queues)
-        with self._lock:
-            self._paused |= wanted
+        wanted = check_queues(queues)
+        with self._fetcher.lock:
+            self._fetcher.paused |= wanted
 
     def resume(self, queues: Iterable[MessageQueue] | MessageQueue) -> None:
         """Undo `pause` for ``queues``."""
-        wanted = _check_queues(queues)
-        with self._cond:
-            self._paused -= wanted
-            states = [state for mq, state in self._queues.items() if mq in wanted]
+        wanted = check_queues(queues)
+        fetcher = self._fetcher
+        with fetcher.cond:
+            fetcher.paused -= wanted
+            states = [state for mq, state in fetcher.queues.items() if mq in wanted]
             if states:
-                self._notify_locked()
+                fetcher.notify_locked()
         instance = self._instance
         if instance is not None and instance.started:
             for state in states:
@@ -926,12 +599,12 @@ class PullConsumer:
 
     def paused(self) -> set[MessageQueue]:
         """The paused queues."""
-        with self._lock:
-            return set(self._paused)
+        with self._fetcher.lock:
+            return set(self._fetcher.paused)
 
     def is_paused(self, mq: MessageQueue) -> bool:
-        with self._lock:
-            return mq in self._paused
+        with self._fetcher.lock:
+            return mq in self._fetcher.paused
 
     # ------------------------------------------------------------------ seeking
 
@@ -940,24 +613,24 @@ class PullConsumer:
         offset); cached batches of ``mq`` are dropped. The position becomes ``offset`` (committed by the
         next commit)."""
         self._check_running()
-        _check_queue(mq)
-        _check_offset(offset)
+        check_queue(mq)
+        check_offset(offset)
         self._call(self._seek(mq, lambda: _const(offset)))
 
     def seek_to_begin(self, mq: MessageQueue) -> None:
         """`seek` to the smallest offset ``mq`` still stores."""
         self._check_running()
-        _check_queue(mq)
+        check_queue(mq)
         self._call(self._seek(mq, lambda: self.rebalance.min_offset(mq)))
 
     def seek_to_end(self, mq: MessageQueue) -> None:
         """`seek` to ``mq``'s max offset: only messages sent from now on."""
         self._check_running()
-        _check_queue(mq)
+        check_queue(mq)
         self._call(self._seek(mq, lambda: self.rebalance.max_offset(mq)))
 
     async def _seek(self, mq: MessageQueue, target: Callable[[], Coroutine[Any, Any, int]]) -> None:
-        if mq not in self._queues:
+        if mq not in self._fetcher.queues:
             raise MQClientError(f"{mq} is not held by this consumer (assigned: {self.assignment()}); "
                                 "it may be rebalancing")
         offset = await target()
@@ -965,24 +638,15 @@ class PullConsumer:
         max_offset = await self.rebalance.max_offset(mq)
         if not min_offset <= offset <= max_offset:
             raise MQClientError(f"cannot seek {mq} to {offset}: offsets go from {min_offset} to {max_offset}")
-        with self._lock:
-            state = self._queues.get(mq)
-            if state is None:
-                raise MQClientError(f"{mq} was given up while seeking")
-            state.generation += 1
-            self._drop_batches_locked(state)
-            state.next_pull_offset = offset
-            state.polled_offset = state.acked_offset = offset
-            if state.task is not None:
-                state.task.cancel()
+        if self._fetcher.restart_at(mq, offset) is None:
+            raise MQClientError(f"{mq} was given up while seeking")
         logger.info("%s: %s sought to offset %d", self.group, mq, offset)
-        self._start_pull_task(state)
 
     def offset_for_timestamp(self, mq: MessageQueue, timestamp: int | float | datetime) -> int:
         """The offset of the message of ``mq`` stored closest to ``timestamp`` (epoch milliseconds or a
         datetime), as the broker's SEARCH_OFFSET_BY_TIMESTAMP finds it; use it with `seek`."""
         self._check_running()
-        _check_queue(mq)
+        check_queue(mq)
         if isinstance(timestamp, datetime):
             millis = int(timestamp.timestamp() * 1000)
         elif isinstance(timestamp, bool) or not isinstance(timestamp, int | float) or timestamp != timestamp:
@@ -993,25 +657,17 @@ class PullConsumer:
 
     # ------------------------------------------------------------------ committing
 
-    def _commit_positions(self, *, polled: bool) -> None:
-        store = self.offset_store
-        with self._lock:
-            for mq, state in self._queues.items():
-                offset = state.polled_offset if polled else state.acked_offset
-                if offset >= 0 and not state.process_queue.dropped:
-                    store.update_offset(mq, offset, False)
-
     def _commit_offsets(self, offsets: Mapping[MessageQueue, int] | None) -> list[MessageQueue]:
         self._check_running()
         store = self.offset_store
         if offsets is None:
-            self._commit_positions(polled=True)
+            self._fetcher.commit_positions(polled=True)
             return self.assignment()
         if not isinstance(offsets, Mapping):
             raise MQClientError(f"offsets must be a mapping of MessageQueue to offset, got {offsets!r}")
-        checked = {_check_queue(mq): _check_offset(offset) for mq, offset in offsets.items()}
-        with self._lock:
-            missing = sorted(mq for mq in checked if mq not in self._queues)
+        checked = {check_queue(mq): check_offset(offset) for mq, offset in offsets.items()}
+        with self._fetcher.lock:
+            missing = sorted(mq for mq in checked if mq not in self._fetcher.queues)
             if missing:
                 raise MQClientError(f"cannot commit queues this consumer does not hold: {missing}")
             for mq, offset in checked.items():
@@ -1034,17 +690,7 @@ class PullConsumer:
             self._call(self._persist_to_broker(store, mqs, raise_errors=True))
 
     async def _persist_to_broker(self, store: OffsetStore, mqs: list[MessageQueue], *, raise_errors: bool) -> None:
-        offsets = store.clone_offset_table()
-        failures = []
-        for mq in mqs:
-            offset = offsets.get(mq)
-            if offset is None:
-                continue
-            try:
-                await store.update_consume_offset_to_broker(mq, offset, False)
-            except MQError as exc:
-                logger.warning("%s: committing offset %d of %s failed: %s", self.group, offset, mq, exc)
-                failures.append(f"{mq}: {exc}")
+        failures = await commit_offsets_to_brokers(store, mqs, self.group)
         if failures and raise_errors:
             raise MQClientError(f"committing offsets failed: {'; '.join(failures)}")
 
@@ -1052,7 +698,7 @@ class PullConsumer:
         """The group's committed offset of ``mq`` (this consumer's last commit, else the broker's or
         the local file's); None when the group has none."""
         self._check_running()
-        _check_queue(mq)
+        check_queue(mq)
         offset = self._call(self.offset_store.read_offset(mq, ReadOffsetType.MEMORY_FIRST_THEN_STORE))
         if offset == -2:
             raise MQClientError(f"cannot read the committed offset of {mq}: the broker could not be asked")
@@ -1100,8 +746,8 @@ class PullConsumer:
         info = ConsumerRunningInfo(properties=properties,
                                    subscription_set=list(self.rebalance.subscription_inner.values()))
         offsets = self._offset_store.clone_offset_table() if self._offset_store is not None else {}
-        with self._lock:
-            states = list(self._queues.values())
+        with self._fetcher.lock:
+            states = list(self._fetcher.queues.values())
         for state in states:
             snapshot = state.process_queue.info(offsets.get(state.mq, -1))
             info.mq_table[state.mq] = WireProcessQueueInfo(
@@ -1115,7 +761,7 @@ class PullConsumer:
     async def notify_queue_listener(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
         """Call ``topic``'s queue listener (the rebalance calls this after a change of the share)."""
         listener = self._queue_listeners.get(topic)
-        if listener is None or self._closing:
+        if listener is None or self._fetcher.closing:
             return
         try:
             if inspect.iscoroutinefunction(listener):
@@ -1132,32 +778,12 @@ class PullConsumer:
             logger.exception("%s: the queue listener of %s failed", self.group, topic)
 
 
-def _is_stale(batch: _Batch) -> bool:
-    state = batch.state
-    return state.removed or batch.generation != state.generation or state.process_queue.dropped
-
-
-def _current_task() -> asyncio.Task[Any] | None:
-    try:
-        return asyncio.current_task()
-    except RuntimeError:
-        return None
-
-
-def _resolve(future: asyncio.Future[None]) -> None:
-    if not future.done():
-        future.set_result(None)
-
-
 async def _const(value: int) -> int:
     return value
 
 
 __all__ = [
-    "MIN_AUTO_COMMIT_INTERVAL",
-    "PULL_CONSUMER_SETTING_FIELDS",
     "PullConsumer",
-    "PullConsumerSettings",
     "QueueListener",
     "SubscriptionType",
     "UndecodableListener",

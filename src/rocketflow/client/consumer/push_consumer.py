@@ -63,7 +63,12 @@ from rocketflow.client.consumer.consume.orderly import ConsumeMessageOrderlyServ
 from rocketflow.client.consumer.consume.retry import MessageSendBack
 from rocketflow.client.consumer.coordinator.push import RebalancePushImpl
 from rocketflow.client.consumer.fetcher import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION, PullMessageService, PullRequest
-from rocketflow.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
+from rocketflow.client.consumer.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    RemoteBrokerOffsetStore,
+    commit_offsets_to_brokers,
+)
 from rocketflow.client.consumer.options import ServiceState, consumer_options
 from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.client.consumer.push_settings import (
@@ -473,13 +478,7 @@ class PushConsumer:
             if self.message_model is MessageModel.BROADCASTING:
                 await store.persist_all(mqs)
             else:
-                for mq, offset in store.clone_offset_table().items():
-                    if mq not in self.rebalance.process_queue_table:
-                        continue
-                    try:
-                        await store.update_consume_offset_to_broker(mq, offset, False)
-                    except MQError as exc:
-                        logger.warning("%s: committing offset %d of %s failed: %s", self.group, offset, mq, exc)
+                await commit_offsets_to_brokers(store, mqs, self.group)
             if self.consume_orderly and self.message_model is MessageModel.CLUSTERING:
                 await self.rebalance.unlock_all(False)
             self.rebalance.destroy()
