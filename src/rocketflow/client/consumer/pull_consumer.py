@@ -52,7 +52,6 @@ import contextlib
 import dataclasses
 import inspect
 import logging
-import threading
 import time
 from collections.abc import Callable, Coroutine, Iterable, Mapping
 from datetime import datetime
@@ -63,13 +62,12 @@ from typing import Any, Final, TypeVar
 from rocketflow.client.config import ClientConfig
 from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
 from rocketflow.client.consumer.batch_fetcher import BatchFetcher
+from rocketflow.client.consumer.consumer_base import ConsumerBase
 from rocketflow.client.consumer.coordinator.lite_pull import RebalanceLitePullImpl
 from rocketflow.client.consumer.fetcher import PullAPIWrapper
 from rocketflow.client.consumer.offset_store import (
-    LocalFileOffsetStore,
     OffsetStore,
     ReadOffsetType,
-    RemoteBrokerOffsetStore,
     commit_offsets_to_brokers,
 )
 from rocketflow.client.consumer.options import ServiceState, consumer_options
@@ -83,7 +81,7 @@ from rocketflow.client.consumer.pull_settings import (
 )
 from rocketflow.client.consumer.subscription import MessageSelector, checked_subscription
 from rocketflow.client.errors import MQClientError, MQError
-from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
+from rocketflow.client.instance import LIFECYCLE_TIMEOUT
 from rocketflow.protocol.bodies import (
     ConsumeFromWhere,
     ConsumerData,
@@ -117,8 +115,10 @@ class SubscriptionType(Enum):
     ASSIGN = "ASSIGN"
 
 
-class PullConsumer:
+class PullConsumer(ConsumerBase[PullConsumerSettings]):
     """A pull (lite pull) consumer; see the module docstring."""
+
+    kind = "pull consumer"
 
     def __init__(self, group: str, namesrv: str | None = None, *,
                  message_model: MessageModel = MessageModel.CLUSTERING,
@@ -134,25 +134,13 @@ class PullConsumer:
                                    message_model=message_model, consume_from=consume_from,
                                    consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
                                    client_config=client_config, settings=settings)
-        self.settings: PullConsumerSettings = options.settings
-        self.consume_timestamp_ms = options.consume_timestamp_ms
-        self.consume_timestamp: str = options.consume_timestamp
-        self.group = group
-        self.client_config = options.client_config
-        self.message_model = message_model
-        self.consume_from = consume_from
-        self.allocate_strategy = options.allocate_strategy
+        super().__init__(options)
         self.rebalance = RebalanceLitePullImpl(self)
         self._fetcher = BatchFetcher(self, self.rebalance)
         self._subscription_type = SubscriptionType.NONE
         self._assigned: set[MessageQueue] = set()
         self._queue_listeners: dict[str, QueueListener] = {}
-        self._state = ServiceState.CREATE_JUST
-        self._state_lock = threading.Lock()
         self._next_auto_commit = 0.0
-        self._instance: ClientInstance | None = None
-        self._instance_started = False
-        self._offset_store: OffsetStore | None = None
         self._listener_pool: concurrent.futures.ThreadPoolExecutor | None = None
         self._undecodable_listener: UndecodableListener | None = None
         self._undecodable_skipped = 0
@@ -162,31 +150,6 @@ class PullConsumer:
                 f"{self._state.name})")
 
     # ------------------------------------------------------------------ parts (valid once started)
-
-    @property
-    def instance(self) -> ClientInstance:
-        """The client instance this consumer runs on (raises `MQClientError` before `start`)."""
-        if self._instance is None:
-            raise MQClientError(f"pull consumer {self.group!r} is not started")
-        return self._instance
-
-    @property
-    def offset_store(self) -> OffsetStore:
-        if self._offset_store is None:
-            raise MQClientError(f"pull consumer {self.group!r} is not started")
-        return self._offset_store
-
-    @property
-    def client_id(self) -> str:
-        return self.instance.client_id
-
-    @property
-    def is_running(self) -> bool:
-        return self._state is ServiceState.RUNNING
-
-    @property
-    def state(self) -> ServiceState:
-        return self._state
 
     @property
     def subscription_type(self) -> SubscriptionType:
@@ -301,10 +264,6 @@ class PullConsumer:
             logger.warning("%s: heartbeat after a subscription change failed: %s", self.group, exc)
         instance.rebalance_immediately()
 
-    def subscriptions(self) -> dict[str, str]:
-        """topic -> subscription expression."""
-        return self.rebalance.subscriptions()
-
     def assign(self, queues: Iterable[MessageQueue]) -> None:
         """Consume exactly ``queues`` (no rebalance; replaces an earlier assignment). Exclusive with
         `subscribe`. Each queue starts at the group's committed offset, else per ``consume_from``."""
@@ -374,34 +333,12 @@ class PullConsumer:
                     self.message_model.name)
 
     def _start(self) -> None:
-        config = self.client_config
-        if not config.namesrv_addresses():
-            raise MQClientError("no name server address: pass namesrv='host:port' "
-                                "(or set the NAMESRV_ADDR environment variable)")
-        if self.message_model is MessageModel.CLUSTERING:
-            config.change_instance_name_to_pid()
-        instance = ClientInstance.get_or_create(config)
-        self._instance = instance
-        self.rebalance.instance = instance
-        store: OffsetStore
-        if self.message_model is MessageModel.BROADCASTING:
-            store = LocalFileOffsetStore(self.group, instance.config.instance_name,
-                                         store_dir=self.settings.local_offset_store_dir,
-                                         unit_name=instance.config.unit_name)
-        else:
-            store = RemoteBrokerOffsetStore(instance, self.group)
-        store.load()
-        self._offset_store = store
+        self._check_name_servers()
+        instance = self._join_instance(self.settings.local_offset_store_dir)
         self._fetcher.wrapper = PullAPIWrapper(instance, self.group)
         self._listener_pool = concurrent.futures.ThreadPoolExecutor(
             max_workers=1, thread_name_prefix=f"rocketflow-client-queue-listener[{self.group}]")
-        instance.register_consumer(self.group, self)
-        try:
-            instance.start()
-        except BaseException:
-            instance.unregister_consumer(self.group)
-            raise
-        self._instance_started = True
+        self._start_instance(instance)
         self._next_auto_commit = time.monotonic() + self.settings.auto_commit_interval
         self._state = ServiceState.RUNNING
         instance.run(self._start_async(), LIFECYCLE_TIMEOUT)
@@ -413,18 +350,9 @@ class PullConsumer:
 
     def _abort_start(self) -> None:
         self._state = ServiceState.START_FAILED
-        instance = self._instance
         if self._listener_pool is not None:
             self._listener_pool.shutdown(wait=False, cancel_futures=True)
-        if instance is None:
-            return
-        if instance.select_consumer(self.group) is self:
-            instance.unregister_consumer(self.group)
-        if self._instance_started:
-            self._instance_started = False
-            with contextlib.suppress(MQError):
-                instance.run(self._stop_on_loop(commit_polled=False), LIFECYCLE_TIMEOUT)
-            instance.shutdown()
+        self._leave_instance_after_failed_start(self._stop_on_loop(commit_polled=False))
 
     def shutdown(self) -> None:
         """Stop pulling, commit (with ``auto_commit``: every polled batch) and persist the offsets,
@@ -432,17 +360,9 @@ class PullConsumer:
         self._shutdown(commit_polled=True)
 
     def _shutdown(self, *, commit_polled: bool) -> None:
-        instance = self._instance
-        if instance is not None and instance.in_loop_thread():
-            raise MQClientError("a consumer cannot be shut down from its client's event loop thread")
-        if threading.current_thread().name.startswith(f"rocketflow-client-queue-listener[{self.group}]"):
-            raise MQClientError("a consumer cannot be shut down from its own queue listener")
-        with self._state_lock:
-            if self._state is not ServiceState.RUNNING:
-                if self._state is ServiceState.CREATE_JUST:
-                    self._state = ServiceState.SHUTDOWN_ALREADY
-                return
-            self._state = ServiceState.SHUTDOWN_ALREADY
+        if not self._begin_shutdown(f"rocketflow-client-queue-listener[{self.group}]",
+                                    "a consumer cannot be shut down from its own queue listener"):
+            return
         instance = self.instance
         try:
             instance.run(self._stop_on_loop(commit_polled=commit_polled), LIFECYCLE_TIMEOUT * 2)
@@ -452,10 +372,7 @@ class PullConsumer:
             self._fetcher.wake_pollers()
             if self._listener_pool is not None:
                 self._listener_pool.shutdown(wait=True, cancel_futures=True)
-            instance.unregister_consumer(self.group)
-            if self._instance_started:
-                self._instance_started = False
-                instance.shutdown()
+            self._leave_instance()
             self.rebalance.destroy()
         logger.info("pull consumer %s shut down", self.group)
 
@@ -708,8 +625,7 @@ class PullConsumer:
 
     def consumer_data(self) -> ConsumerData:
         """This group as announced in heartbeats (CONSUME_ACTIVELY)."""
-        return ConsumerData(self.group, ConsumeType.CONSUME_ACTIVELY, self.message_model, self.consume_from,
-                            list(self.rebalance.subscription_inner.values()), self.client_config.unit_mode)
+        return self._consumer_data(ConsumeType.CONSUME_ACTIVELY)
 
     async def do_rebalance(self) -> None:
         """Rebalance the subscribed topics (the client instance calls this)."""
@@ -722,10 +638,6 @@ class PullConsumer:
         if self._state is not ServiceState.RUNNING or self._offset_store is None:
             return
         await self._offset_store.persist_all(self.assignment())
-
-    def update_topic_subscribe_info(self, topic: str, queues: list[MessageQueue]) -> None:
-        """A route change of a subscribed topic."""
-        self.rebalance.update_topic_subscribe_info(topic, queues)
 
     def running_info(self) -> ConsumerRunningInfo:
         """GET_CONSUMER_RUNNING_INFO body: settings, subscriptions and the held queues' caches."""

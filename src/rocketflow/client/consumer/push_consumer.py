@@ -38,10 +38,8 @@ Differences from RocketMQ 4.9.3 worth knowing:
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import logging
-import threading
 import time
 from collections.abc import Callable, Coroutine
 from datetime import datetime
@@ -61,12 +59,10 @@ from rocketflow.client.consumer.consume.hooks import ConsumeHooks, ConsumeTraceH
 from rocketflow.client.consumer.consume.key_ordered import ConsumeMessageKeyOrderedService, KeyFunction
 from rocketflow.client.consumer.consume.orderly import ConsumeMessageOrderlyService
 from rocketflow.client.consumer.consume.retry import MessageSendBack
+from rocketflow.client.consumer.consumer_base import ConsumerBase
 from rocketflow.client.consumer.coordinator.push import RebalancePushImpl
 from rocketflow.client.consumer.fetcher import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION, PullMessageService, PullRequest
 from rocketflow.client.consumer.offset_store import (
-    LocalFileOffsetStore,
-    OffsetStore,
-    RemoteBrokerOffsetStore,
     commit_offsets_to_brokers,
 )
 from rocketflow.client.consumer.options import ServiceState, consumer_options
@@ -81,7 +77,7 @@ from rocketflow.client.consumer.stats import ConsumerStats
 from rocketflow.client.consumer.subscription import MessageSelector, checked_subscription
 from rocketflow.client.consumer.undecodable import UndecodableHandler
 from rocketflow.client.errors import MQClientError, MQError
-from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
+from rocketflow.client.instance import LIFECYCLE_TIMEOUT
 from rocketflow.client.producer.producer import new_trace_dispatcher
 from rocketflow.client.trace import TraceDispatcher
 from rocketflow.protocol.bodies import (
@@ -108,8 +104,10 @@ PROP_THREADPOOL_CORE_SIZE: Final = "PROP_THREADPOOL_CORE_SIZE"
 PROP_CONSUMER_START_TIMESTAMP: Final = "PROP_CONSUMER_START_TIMESTAMP"
 
 
-class PushConsumer:
+class PushConsumer(ConsumerBase[PushConsumerSettings]):
     """A push consumer; see the module docstring."""
+
+    kind = "push consumer"
 
     def __init__(self, group: str, namesrv: str | None = None, *,
                  message_model: MessageModel = MessageModel.CLUSTERING,
@@ -125,17 +123,10 @@ class PushConsumer:
                                    message_model=message_model, consume_from=consume_from,
                                    consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
                                    client_config=client_config, settings=settings)
-        config = options.client_config
-        if config.pull_time_delay_is_default():
-            config = config.copy(pull_time_delay_mills_when_exception=PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
-        self.settings: PushConsumerSettings = options.settings
-        self.consume_timestamp_ms = options.consume_timestamp_ms
-        self.consume_timestamp: str = options.consume_timestamp
-        self.group = group
-        self.client_config = config
-        self.message_model = message_model
-        self.consume_from = consume_from
-        self.allocate_strategy = options.allocate_strategy
+        super().__init__(options)
+        if self.client_config.pull_time_delay_is_default():
+            self.client_config = self.client_config.copy(
+                pull_time_delay_mills_when_exception=PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
         self.retry_topic = retry_topic(group)
         #: The effective per-queue thresholds (recomputed from the topic thresholds when those are set).
         self.pull_threshold_for_queue = self.settings.pull_threshold_for_queue
@@ -151,13 +142,8 @@ class PushConsumer:
         self.consume_orderly = False
         #: Set by `register_key_ordered_listener` (the consumer is then also ``consume_orderly``: broker locks).
         self.key_ordered: KeyOrderedConfig | None = None
-        self._state = ServiceState.CREATE_JUST
-        self._state_lock = threading.Lock()
         self._paused = False
         self._closing = False
-        self._instance: ClientInstance | None = None
-        self._instance_started = False
-        self._offset_store: OffsetStore | None = None
         self._pull_service: PullMessageService | None = None
         self._consume_service: ConsumeMessageService | None = None
         self._tasks: set[asyncio.Task[Any]] = set()
@@ -171,19 +157,6 @@ class PushConsumer:
     # ------------------------------------------------------------------ parts (valid once started)
 
     @property
-    def instance(self) -> ClientInstance:
-        """The client instance this consumer runs on (raises `MQClientError` before `start`)."""
-        if self._instance is None:
-            raise MQClientError(f"push consumer {self.group!r} is not started")
-        return self._instance
-
-    @property
-    def offset_store(self) -> OffsetStore:
-        if self._offset_store is None:
-            raise MQClientError(f"push consumer {self.group!r} is not started")
-        return self._offset_store
-
-    @property
     def pull_service(self) -> PullMessageService:
         if self._pull_service is None:
             raise MQClientError(f"push consumer {self.group!r} is not started")
@@ -194,18 +167,6 @@ class PushConsumer:
         if self._consume_service is None:
             raise MQClientError(f"push consumer {self.group!r} is not started")
         return self._consume_service
-
-    @property
-    def client_id(self) -> str:
-        return self.instance.client_id
-
-    @property
-    def is_running(self) -> bool:
-        return self._state is ServiceState.RUNNING
-
-    @property
-    def state(self) -> ServiceState:
-        return self._state
 
     @property
     def paused(self) -> bool:
@@ -277,10 +238,6 @@ class PushConsumer:
         else:
             instance.submit(announce())
 
-    def subscriptions(self) -> dict[str, str]:
-        """topic -> subscription expression (the retry topic included once started in clustering)."""
-        return self.rebalance.subscriptions()
-
     def register_concurrent_listener(self, listener: ConcurrentListener) -> None:
         """``listener(msgs, context) -> ConsumeConcurrentlyStatus``, plain or ``async def``."""
         self._register(listener, orderly=False)
@@ -334,24 +291,10 @@ class PushConsumer:
                     self.message_model.name, "orderly" if self.consume_orderly else "concurrently")
 
     def _start(self) -> None:
-        config = self.client_config
-        if not config.namesrv_addresses():
-            raise MQClientError("no name server address: pass namesrv='host:port' "
-                                "(or set the NAMESRV_ADDR environment variable)")
+        self._check_name_servers()
         if self.message_model is MessageModel.CLUSTERING:
             self.rebalance.put_subscription(SubscriptionData(self.retry_topic, "*"))
-            config.change_instance_name_to_pid()
-        instance = ClientInstance.get_or_create(config)
-        self._instance = instance
-        self.rebalance.instance = instance
-        if self.message_model is MessageModel.BROADCASTING:
-            store: OffsetStore = LocalFileOffsetStore(self.group, instance.config.instance_name,
-                                                      store_dir=self.settings.local_offset_store_dir,
-                                                      unit_name=instance.config.unit_name)
-        else:
-            store = RemoteBrokerOffsetStore(instance, self.group)
-        store.load()
-        self._offset_store = store
+        instance = self._join_instance(self.settings.local_offset_store_dir)
         listener = self._listener
         assert listener is not None
         # The wiring: each part gets this consumer (through its own narrow protocol) and the other
@@ -366,13 +309,7 @@ class PushConsumer:
             service = ConsumeMessageConcurrentlyService(self, listener, self.rebalance, self._send_back)
         self._consume_service = service
         self._pull_service = PullMessageService(self, self.rebalance, service, self._undecodable)
-        instance.register_consumer(self.group, self)
-        try:
-            instance.start()
-        except BaseException:
-            instance.unregister_consumer(self.group)
-            raise
-        self._instance_started = True
+        self._start_instance(instance)
         if self.settings.enable_msg_trace:
             tracer = new_trace_dispatcher(instance, self.settings.trace_topic)
             tracer.start()
@@ -399,37 +336,20 @@ class PushConsumer:
 
     def _abort_start(self) -> None:
         self._state = ServiceState.START_FAILED
-        instance = self._instance
         service = self._consume_service
         if service is not None:
             service.stop_dispatch()
             service.close(wait=False)
-        if instance is None:
-            return
-        if instance.select_consumer(self.group) is self:
-            instance.unregister_consumer(self.group)
-        if self._instance_started:
-            self._instance_started = False
-            with contextlib.suppress(MQError):
-                instance.run(self._stop_on_loop(), LIFECYCLE_TIMEOUT)
-            instance.shutdown()
+        self._leave_instance_after_failed_start(self._stop_on_loop())
 
     def shutdown(self) -> None:
         """Stop pulling, let running listener calls finish (up to ``shutdown_timeout``), commit the
         offsets, release orderly queue locks, unregister and release the client instance. Idempotent;
         must not be called from the client's loop thread or from a listener."""
-        instance = self._instance
-        if instance is not None and instance.in_loop_thread():
-            raise MQClientError("a consumer cannot be shut down from its client's event loop thread")
-        if threading.current_thread().name.startswith(self._pool_thread_prefix):
-            raise MQClientError("a consumer cannot be shut down from its own listener (it waits for listener "
-                                "calls to finish); call shutdown() from another thread")
-        with self._state_lock:
-            if self._state is not ServiceState.RUNNING:
-                if self._state is ServiceState.CREATE_JUST:
-                    self._state = ServiceState.SHUTDOWN_ALREADY
-                return
-            self._state = ServiceState.SHUTDOWN_ALREADY
+        if not self._begin_shutdown(self._pool_thread_prefix,
+                                    "a consumer cannot be shut down from its own listener (it waits for listener "
+                                    "calls to finish); call shutdown() from another thread"):
+            return
         instance = self.instance
         service = self.consume_service
         try:
@@ -448,10 +368,7 @@ class PushConsumer:
             if self._tracer is not None:
                 self._tracer.shutdown()
                 self._tracer = None
-            instance.unregister_consumer(self.group)
-            if self._instance_started:
-                self._instance_started = False
-                instance.shutdown()
+            self._leave_instance()
             self.rebalance.destroy()    # nothing on the loop touches the table any more
         logger.info("push consumer %s shut down", self.group)
 
@@ -550,8 +467,7 @@ class PushConsumer:
 
     def consumer_data(self) -> ConsumerData:
         """This group as announced in heartbeats."""
-        return ConsumerData(self.group, ConsumeType.CONSUME_PASSIVELY, self.message_model, self.consume_from,
-                            list(self.rebalance.subscription_inner.values()), self.client_config.unit_mode)
+        return self._consumer_data(ConsumeType.CONSUME_PASSIVELY)
 
     async def do_rebalance(self) -> None:
         """Rebalance every subscribed topic (the client instance calls this; skipped while suspended)."""
@@ -564,10 +480,6 @@ class PushConsumer:
         if self._state is not ServiceState.RUNNING:
             return
         await self.offset_store.persist_all(list(self.rebalance.process_queue_table))
-
-    def update_topic_subscribe_info(self, topic: str, queues: list[MessageQueue]) -> None:
-        """A route change of a subscribed topic."""
-        self.rebalance.update_topic_subscribe_info(topic, queues)
 
     async def reset_offset(self, topic: str, offsets: dict[MessageQueue, int]) -> None:
         """RESET_CONSUMER_CLIENT_OFFSET: restart ``topic``'s queues from ``offsets``."""
