@@ -25,18 +25,17 @@ Differences from 4.9.3, all deliberate:
 
 from __future__ import annotations
 
-import asyncio
 import threading
 import time
-from collections.abc import Callable, Container, Iterable, Iterator, KeysView
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from heapq import heapify, heappop, heappush
 from itertools import repeat
-from types import TracebackType
 from typing import Final
 
 from sortedcontainers import SortedDict
 
+from rocketflow.client.consumer.consume_lock import ConsumeLock
+from rocketflow.client.consumer.offset_map import OffsetMap
 from rocketflow.protocol.message import MessageConst, MessageExt
 
 #: A push consumer drops a queue it has not pulled for this long (``rocketmq.client.pull.pullMaxIdleTime``).
@@ -99,284 +98,6 @@ class ProcessQueueInfo:
             "transactionMsgMinOffset": self.consuming_msg_min_offset,
             "tryUnlockTimes": self.try_unlock_times,
         }
-
-
-class ConsumeLock:
-    """A reentrant lock whose owner is either a thread or an asyncio task.
-
-    ``threading.RLock`` is owned by a thread, so a coroutine holding it across an ``await`` would
-    not exclude another coroutine of the same loop (they share the thread). Here a thread takes
-    the lock with `acquire` (or ``with``) and a coroutine with `acquire_async` (or ``async with``):
-    the owner is then the current task, and other tasks of the same loop wait like other threads.
-    Either kind of holder releases it with `release`. On an event loop thread never call the
-    blocking `acquire`: waiting there would stall the loop (a non-blocking try is fine).
-    """
-
-    __slots__ = ("_cond", "_count", "_mutex", "_owner", "_waiters")
-
-    #: How often a coroutine re-tries a held lock (it does not block the loop while waiting).
-    ASYNC_POLL_MAX: Final = 0.005
-
-    def __init__(self) -> None:
-        # ``with self._mutex`` is C-level (cheaper than entering the condition); the condition
-        # shares the mutex and is only notified when a thread waits in `acquire`.
-        self._mutex = threading.Lock()
-        self._cond = threading.Condition(self._mutex)
-        self._owner: object = None
-        self._count = 0
-        self._waiters = 0
-
-    def _take(self, owner: object) -> bool:
-        # caller holds self._mutex
-        if self._owner is None:
-            self._owner = owner
-            self._count = 1
-            return True
-        if self._owner == owner:
-            self._count += 1
-            return True
-        return False
-
-    def acquire(self, blocking: bool = True, timeout: float = -1) -> bool:
-        """Take the lock for the calling thread (waiting at most ``timeout`` s; -1 = no limit)."""
-        owner = threading.get_ident()
-        with self._mutex:
-            if self._owner is None:  # the common case, inlined
-                self._owner = owner
-                self._count = 1
-                return True
-            if self._take(owner):
-                return True
-            if not blocking:
-                return False
-            deadline = None if timeout < 0 else time.monotonic() + timeout
-            self._waiters += 1
-            try:
-                while True:
-                    remaining = None if deadline is None else deadline - time.monotonic()
-                    if remaining is not None and remaining <= 0:
-                        return False
-                    self._cond.wait(remaining)
-                    if self._take(owner):
-                        return True
-            finally:
-                self._waiters -= 1
-
-    def try_acquire_for_task(self) -> bool:
-        """Take the lock for the current asyncio task if it is free (or already the task's)."""
-        task = asyncio.current_task()
-        if task is None:
-            raise RuntimeError("try_acquire_for_task() must be called from an asyncio task")
-        return self.try_acquire_for(task)
-
-    async def acquire_async(self, timeout: float | None = None) -> bool:
-        """Take the lock for the current task, polling without blocking the loop; False after ``timeout`` s."""
-        if self.try_acquire_for_task():
-            return True
-        loop = asyncio.get_running_loop()
-        deadline = None if timeout is None else loop.time() + timeout
-        delay = 0.0005
-        while True:
-            if deadline is not None:
-                remaining = deadline - loop.time()
-                if remaining <= 0:
-                    return False
-                delay = min(delay, remaining)
-            await asyncio.sleep(delay)
-            if self.try_acquire_for_task():
-                return True
-            delay = min(delay * 2, self.ASYNC_POLL_MAX)
-
-    def try_acquire_for(self, owner: object) -> bool:
-        """Take the lock for ``owner`` if it is free (or already ``owner``'s), without waiting.
-
-        ``owner`` is any object that stands for a holder which is neither one thread nor one task
-        (e.g. work spread over several consume threads); release it with `release_for`.
-        """
-        with self._mutex:
-            return self._take(owner)
-
-    def release_for(self, owner: object) -> None:
-        """Release one level held by ``owner`` (see `try_acquire_for`), from any thread or task."""
-        with self._mutex:
-            if self._owner is not owner:
-                raise RuntimeError("ConsumeLock released for an owner that does not hold it")
-            self._release_level()
-
-    def release(self) -> None:
-        """Release one level; the caller must be the owning thread or task (else `RuntimeError`)."""
-        with self._mutex:
-            owner = self._owner
-            if owner is None:
-                raise RuntimeError("release of an unlocked ConsumeLock")
-            if owner != threading.get_ident():
-                try:
-                    task = asyncio.current_task()
-                except RuntimeError:
-                    task = None
-                if task is None or owner is not task:
-                    raise RuntimeError("ConsumeLock released by a thread or task that does not own it")
-            self._release_level()
-
-    def _release_level(self) -> None:
-        # caller holds self._mutex and checked the owner
-        self._count -= 1
-        if self._count == 0:
-            self._owner = None
-            if self._waiters:
-                self._cond.notify()
-
-    def locked(self) -> bool:
-        """Whether anyone holds the lock."""
-        with self._mutex:
-            return self._owner is not None
-
-    def __enter__(self) -> ConsumeLock:
-        self.acquire()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.release()
-
-    async def __aenter__(self) -> ConsumeLock:
-        await self.acquire_async()
-        return self
-
-    async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                        traceback: TracebackType | None) -> None:
-        self.release()
-
-    def __repr__(self) -> str:
-        return f"ConsumeLock(locked={self._owner is not None}, depth={self._count})"
-
-
-class OffsetMap:
-    """Held messages by queue offset, with the smallest and largest offsets at hand.
-
-    A dict plus two heaps of its offsets (one negated for the largest), cleaned lazily: a removed
-    offset stays in a heap until it comes to the top, and a heap grown past twice the dict is
-    rebuilt. Pulls add offsets in rising order and consumption removes them in about the same order,
-    so every step is a C-level dict or `heapq` call. A `SortedDict` (balanced in Python code) cost
-    ~4x as much per message on the consumer's hottest path; ordered walks, which only rare paths
-    need, sort the offsets instead.
-    """
-
-    __slots__ = ("_high", "_items", "_low")
-
-    def __init__(self) -> None:
-        self._items: dict[int, MessageExt] = {}
-        self._low: list[int] = []
-        self._high: list[int] = []
-
-    def __len__(self) -> int:
-        return len(self._items)
-
-    def __bool__(self) -> bool:
-        return bool(self._items)
-
-    def __contains__(self, offset: object) -> bool:
-        return offset in self._items
-
-    def __iter__(self) -> Iterator[int]:
-        """The offsets, smallest first."""
-        return iter(sorted(self._items))
-
-    def offsets(self) -> KeysView[int]:
-        """The offsets held, as a live view (unordered; a C-level membership test)."""
-        return self._items.keys()
-
-    def add(self, offset: int, msg: MessageExt) -> None:
-        """Hold ``msg`` at ``offset`` (replacing what was held there)."""
-        items = self._items
-        if offset not in items:
-            heappush(self._low, offset)
-            heappush(self._high, -offset)
-        items[offset] = msg
-
-    def add_absent(self, msgs: list[MessageExt], also_absent_from: Container[int]) -> tuple[int, int, int]:
-        """Hold each message whose offset is in neither map; returns (added, their body bytes, largest offset
-        added or -1)."""
-        items = self._items
-        low, high = self._low, self._high
-        added = size = 0
-        largest = -1
-        for msg in msgs:
-            offset = msg.queue_offset
-            if offset in items or offset in also_absent_from:
-                continue
-            items[offset] = msg
-            heappush(low, offset)
-            heappush(high, -offset)
-            added += 1
-            size += len(msg.body)
-            if offset > largest:
-                largest = offset
-        return added, size, largest
-
-    def pop(self, offset: int) -> MessageExt | None:
-        return self._items.pop(offset, None)
-
-    def remove(self, msgs: Iterable[MessageExt]) -> tuple[int, int]:
-        """Stop holding these messages' offsets; returns (removed, their body bytes)."""
-        pop = self._items.pop
-        removed = size = 0
-        for msg in msgs:
-            held = pop(msg.queue_offset, None)
-            if held is not None:
-                removed += 1
-                size += len(held.body)
-        return removed, size
-
-    def first_offset(self) -> int:
-        """The smallest offset held; raises `KeyError` when empty."""
-        low, items = self._low, self._items
-        while low and low[0] not in items:
-            heappop(low)
-        if len(low) > 2 * len(items) + 64:
-            low[:] = items
-            heapify(low)
-        if not low:
-            raise KeyError("no messages held")
-        return low[0]
-
-    def last_offset(self) -> int:
-        """The largest offset held; raises `KeyError` when empty."""
-        high, items = self._high, self._items
-        while high and -high[0] not in items:
-            heappop(high)
-        if len(high) > 2 * len(items) + 64:
-            high[:] = [-offset for offset in items]
-            heapify(high)
-        if not high:
-            raise KeyError("no messages held")
-        return -high[0]
-
-    def pop_first(self) -> tuple[int, MessageExt]:
-        """Remove and return the smallest (offset, message); raises `KeyError` when empty."""
-        offset = self.first_offset()
-        heappop(self._low)
-        return offset, self._items.pop(offset)
-
-    def items(self) -> Iterable[tuple[int, MessageExt]]:
-        """(offset, message) pairs, in no particular order."""
-        return self._items.items()
-
-    def body_bytes(self) -> int:
-        """The body bytes of the messages held."""
-        return sum([len(msg.body) for msg in self._items.values()])
-
-    def values_in_order(self) -> Iterator[MessageExt]:
-        items = self._items
-        return (items[offset] for offset in sorted(items))
-
-    def snapshot(self) -> SortedDict[int, MessageExt]:
-        return SortedDict(self._items)
-
-    def clear(self) -> None:
-        self._items.clear()
-        self._low.clear()
-        self._high.clear()
 
 
 def _check_duration(name: str, value: int) -> int:
@@ -856,7 +577,6 @@ __all__ = [
     "DEFAULT_LOCK_MAX_LIVE_MS",
     "DEFAULT_PULL_MAX_IDLE_MS",
     "Clock",
-    "ConsumeLock",
     "ProcessQueue",
     "ProcessQueueInfo",
     "system_clock_ms",

@@ -66,7 +66,8 @@ from rocketflow.client.consumer.consume.orderly import (
     QueueLocks,
 )
 from rocketflow.client.consumer.consume.retry import MessageSendBack
-from rocketflow.client.consumer.process_queue import ConsumeLock, ProcessQueue
+from rocketflow.client.consumer.consume_lock import ConsumeLock
+from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.client.consumer.push_settings import KeyOrderedConfig
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 

@@ -46,7 +46,8 @@ from rocketflow.client.consumer.consume.context import (
     ConsumeReturnType,
 )
 from rocketflow.client.consumer.consume.retry import MessageSendBack
-from rocketflow.client.consumer.process_queue import ConsumeLock, ProcessQueue
+from rocketflow.client.consumer.consume_lock import ConsumeLock
+from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.protocol.bodies import MessageModel
 from rocketflow.protocol.message import MessageExt, MessageQueue
 
