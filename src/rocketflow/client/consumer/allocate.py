@@ -1,4 +1,4 @@
-"""Queue allocation strategies for clustering rebalance (PROTOCOL.md section 7).
+"""Queue allocation strategies for clustering rebalance (RocketMQ's ``AllocateMessageQueueStrategy``).
 
 Every strategy returns, for the same inputs, the same share as RocketMQ 4.9.3's strategy of the
 same name. The rebalance code sorts ``mq_all`` and ``cid_all`` before calling; the strategies

@@ -1,4 +1,4 @@
-"""Pulling for the push consumer (CONSUMER.md section 4, PROTOCOL.md 6.1).
+"""Pulling for the push consumer (RocketMQ's ``PullMessageService`` and ``PullAPIWrapper``).
 
 * `PullRequest`: one queue's pull cursor (next offset) and its process queue.
 * `PullAPIWrapper`: PULL_MESSAGE to the right broker address (remembering which broker the last
@@ -329,11 +329,11 @@ class PullMessageService:
     # ------------------------------------------------------------------ the pull flow
 
     async def pull_message(self, request: PullRequest) -> None:
-        """The pull flow for ``request`` (PROTOCOL.md 6.1), step after step while each asks for the next at once.
+        """The pull flow for ``request``, step after step while each asks for the next at once.
 
-        The next pull goes on in this task rather than in a new one: a task per pull cost the loop
-        ~20 us a pull, and its request was only queued once every answer read with this one had been
-        handled, so the broker got the requests in bursts while this loop waited.
+        The next pull goes on in this task rather than in a new one: a task per pull costs the loop a
+        task creation a pull, and its request is only queued once every answer read with this one has
+        been handled, so the broker would get the requests in bursts while this loop waited.
         """
         while await self.pull_once(request) and not self._stopped:
             pass
@@ -476,8 +476,8 @@ class PullMessageService:
         PULL_TIME_DELAY_MILLS_WHEN_FLOW_CONTROL (RocketMQ's re-check), or as soon as consumption has drained
         the cache to ``flow_control_resume_ratio`` of both thresholds, whichever comes first.
 
-        RocketMQ only re-checks, so a queue that drains within the 50 ms sits empty until then. With a
-        fast listener every queue does, which cost about a fifth of the consume rate in the client bench.
+        RocketMQ only re-checks, so a queue that drains within the 50 ms sits empty until then; with a
+        fast listener every queue does, and consumption waits on pulling.
         """
         consumer = self.consumer
         ratio = consumer.settings.flow_control_resume_ratio

@@ -16,9 +16,9 @@ class OffsetMap:
     A dict plus two heaps of its offsets (one negated for the largest), cleaned lazily: a removed
     offset stays in a heap until it comes to the top, and a heap grown past twice the dict is
     rebuilt. Pulls add offsets in rising order and consumption removes them in about the same order,
-    so every step is a C-level dict or `heapq` call. A `SortedDict` (balanced in Python code) cost
-    ~4x as much per message on the consumer's hottest path; ordered walks, which only rare paths
-    need, sort the offsets instead.
+    so every step is a C-level dict or `heapq` call, where a `SortedDict` balances itself in Python
+    code on the consumer's hottest path; ordered walks, which only rare paths need, sort the offsets
+    instead.
     """
 
     __slots__ = ("_high", "_items", "_low")

@@ -1,4 +1,4 @@
-"""Consumer offset stores (CONSUMER.md section 8, PROTOCOL.md 6.2).
+"""Consumer offset stores (RocketMQ's ``OffsetStore``).
 
 * `RemoteBrokerOffsetStore` (clustering): offsets in memory, committed to the queue's master broker
   (periodically, oneway, by `persist_all`) and read back from it.

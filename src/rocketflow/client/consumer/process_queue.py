@@ -1,6 +1,6 @@
 """The process queue: a push consumer's consumption snapshot of one message queue.
 
-CONSUMER.md section 5 and PROTOCOL.md section 8 (RocketMQ 4.9.3 ``ProcessQueue``). The pull side
+RocketMQ 4.9.3's ``ProcessQueue``, see docs/design/consumer.md ("The process queue"). The pull side
 puts pulled messages in; the consume side removes them (concurrent mode) or takes, commits and
 rolls them back (orderly mode). The offsets it hands back are what the offset store may commit:
 never past a message that is still held, so a crash loses nothing (at-least-once).

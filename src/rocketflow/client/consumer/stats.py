@@ -1,4 +1,4 @@
-"""Consumer statistics (CONSUMER.md section 9, RocketMQ's ``ConsumerStatsManager``).
+"""Consumer statistics (RocketMQ's ``ConsumerStatsManager``).
 
 Per consumer group and topic: pull RT and TPS, consume RT, consume OK / failed TPS and the failed
 messages of the last hour. Rates and averages are over the last minute (or since the first sample,
@@ -123,9 +123,8 @@ class ConsumerStats:
     second and series, not once per sample.
     """
 
-    #: Fold pending samples once this many are waiting. A fold costs ~0.5 us a sample on the thread
-    #: that records, often the event loop: 4,096 at once held the loop ~4 ms (at 5,000 single-message
-    #: pulls a second, every ~0.4 s); 256 keep each fold near 0.2 ms for the same total work.
+    #: Fold pending samples once this many are waiting. A writer that folds, often the event loop,
+    #: holds up its own work while it does: a small batch keeps each fold short for the same total work.
     FOLD_THRESHOLD: Final = 256
 
     def __init__(self, clock: Callable[[], float] | None = None) -> None:

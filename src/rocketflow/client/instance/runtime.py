@@ -236,9 +236,9 @@ class InstanceRuntime:
 
         As `asyncio.run_coroutine_threadsafe` (cancelling the future cancels the task), except that
         the finished future keeps no reference to the task: the stdlib's chaining callbacks keep the
-        task, its coroutine and context alive for as long as the future (~20 GC-tracked objects), so
-        a caller holding many ``send_async`` futures grew the heap, and the full collections that
-        growth triggers stalled the process for 100s of ms.
+        task, its coroutine and context alive for as long as the future, so a caller holding many
+        ``send_async`` futures grows the heap, and the full garbage collections that growth triggers
+        stall the process.
         """
         loop = self._loop
         if loop is None or loop.is_closed():

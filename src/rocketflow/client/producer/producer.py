@@ -1,4 +1,4 @@
-"""`Producer`: sends messages to a RocketMQ (or rocketflow) cluster (CONSUMER.md section 2).
+"""`Producer`: sends messages to a RocketMQ (or rocketflow) cluster.
 
 ```python
 with Producer("pg", namesrv="127.0.0.1:9876") as producer:

@@ -367,7 +367,7 @@ class ConsumeMessageService(ABC):
 
         RocketMQ hands every batch to the pool on its own (concurrent) or takes, locks and commits
         around every call (orderly). Each call here still gets its own batch, context and status,
-        but that per-call machinery costs ~10 us of GIL-bound work: far more than a fast listener.
+        but that per-call machinery is GIL-bound work that can cost more than a fast listener itself.
         So up to ``calls`` consecutive calls share one consume request (concurrent) or one hold of
         the consume lock (orderly) while the listener's average call time says they finish within
         ``consume_bundle_time``; a slow listener (or one not measured yet) gets one call at a time,

@@ -1,4 +1,4 @@
-"""What a push consumer's listeners get and return (CONSUMER.md sections 6, 7 and 9).
+"""What a push consumer's listeners get and return, and what its hooks see.
 
 * `ConsumeConcurrentlyStatus` / `ConsumeConcurrentlyContext`: a concurrent listener's answer and
   its knobs (``ack_index`` acks a prefix of the batch, ``delay_level_when_next_consume`` picks the

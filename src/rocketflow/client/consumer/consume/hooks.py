@@ -1,4 +1,4 @@
-"""Consume hooks (CONSUMER.md section 9): code run before and after every listener call.
+"""Consume hooks: code run before and after every listener call (RocketMQ's ``ConsumeMessageHook``).
 
 A hook is any object with ``consume_message_before(context)`` and ``consume_message_after(context)``
 (`ConsumeMessageHook` gives no-op defaults and a name). Hooks run on the thread (or, for

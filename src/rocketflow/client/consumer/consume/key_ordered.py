@@ -1,4 +1,4 @@
-"""Key-ordered consumption (issue 8): order per key, parallelism across the keys of a queue.
+"""Key-ordered consumption (rocketflow's own): order per key, parallelism across the keys of a queue.
 
 Each message has a key: ``key(msg)`` when the consumer was given one, else its sharding key (the
 ``__SHARDINGKEY`` property `Producer.send(..., sharding_key=...)` records), else the first of its
@@ -7,11 +7,11 @@ time in queue-offset order; different keys of one queue run at the same time, at
 ``max_in_flight_per_queue`` of them, on the consume thread pool (``async def`` listeners: as tasks
 on the client's loop, at most ``consume_thread_max`` at once across queues).
 
-Ownership is the orderly mode's (CONSUMER.md section 7): the consumer registers as orderly, so the
-rebalance locks a queue at the broker before taking it and `lock_all` renews the locks; each queue
-holds the process queue's consume lock while any of its keys is in flight: the lock is taken (on
-the loop) when keys start on an idle queue and released by whichever consume thread finishes the
-last of them, so a busy queue costs no hand-over per batch. A rebalance that drops the queue
+Ownership is the orderly mode's (`rocketflow.client.consumer.consume.orderly`): the consumer
+registers as orderly, so the rebalance locks a queue at the broker before taking it and `lock_all`
+renews the locks; each queue holds the process queue's consume lock while any of its keys is in
+flight: the lock is taken (on the loop) when keys start on an idle queue and released by whichever
+consume thread finishes the last of them, so a busy queue costs no hand-over per batch. A rebalance that drops the queue
 therefore waits (up to its consume-lock timeout, then retries at the next rebalance) for the keys in
 flight to finish before it releases the broker lock; no new key starts once the queue is dropped.
 Each queue also has a *driver* task on the loop for what cannot be done in passing: waiting for a
@@ -344,8 +344,8 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
             for key, msg in started:
                 self._run_task(self._run_keys_async(state, key, msg))
             return
-        # a fast listener's keys go to a worker several at a time (see `bundle_size`); bounded by
-        # max_in_flight_per_queue, not BUNDLE_MAX_CALLS: half the keys per worker measured ~15% slower
+        # a fast listener's keys go to a worker several at a time (see `bundle_size`), bounded by
+        # max_in_flight_per_queue rather than BUNDLE_MAX_CALLS: fewer keys per worker is slower
         per_worker = self.bundle_size(len(started))
         for first in range(0, len(started), per_worker):
             self._run_in_pool(self._run_keys_sync, state, started[first:first + per_worker])

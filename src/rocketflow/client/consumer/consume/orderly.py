@@ -1,4 +1,4 @@
-"""Orderly consumption (CONSUMER.md section 7, seeds 000 and 003).
+"""Orderly consumption (RocketMQ's ``ConsumeMessageOrderlyService``).
 
 Three locks keep one queue's messages in order and on one consumer:
 
@@ -412,7 +412,8 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
     def process_consume_result(self, msgs: list[MessageExt], status: ConsumeOrderlyStatus,
                                context: ConsumeOrderlyContext, pq: ProcessQueue, mq: MessageQueue,
                                dead_letter_sent: dict[int, bool]) -> bool:
-        """Apply a listener's status (seed 000 section 4); returns whether the loop continues.
+        """Apply a listener's status (see docs/design/consumer.md, "Orderly consumption"); returns whether
+        the loop continues.
 
         ``dead_letter_sent`` tells, per ``id(msg)``, whether a message over the reconsume limit went
         to the dead-letter path (sent by the caller, which may block or await).
