@@ -13,7 +13,7 @@ import logging
 import threading
 from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass
-from typing import Any, Final, Protocol, TypeVar
+from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -22,8 +22,8 @@ from prometheus_client.exposition import start_wsgi_server
 from prometheus_client.registry import Collector
 
 from rocketflow import __version__
-from rocketflow.client.consumer.stats import ConsumerStats
 from rocketflow.client.errors import MQError
+from rocketflow.protocol.bodies import ConsumeStatus
 from rocketflow.protocol.message import MessageQueue
 
 logger = logging.getLogger(__name__)
@@ -49,6 +49,39 @@ class MetricsSource(Protocol):
     def in_loop_thread(self) -> bool: ...
 
     def run(self, coro: Coroutine[Any, Any, _T], timeout: float | None = None) -> _T: ...
+
+
+class ConsumeCounts(Protocol):
+    """A consumer's counts since it started, for one group and topic (`ConsumeTotals`)."""
+
+    @property
+    def pulled_msgs(self) -> int: ...
+
+    @property
+    def pulls(self) -> int: ...
+
+    @property
+    def consume_ok_msgs(self) -> int: ...
+
+    @property
+    def consume_failed_msgs(self) -> int: ...
+
+    @property
+    def undecodable_dead_lettered(self) -> int: ...
+
+    @property
+    def undecodable_skipped(self) -> int: ...
+
+
+@runtime_checkable
+class GroupStats(Protocol):
+    """A consumer's statistics (its `ConsumerStats`), read at each scrape."""
+
+    def topics(self, group: str) -> list[str]: ...
+
+    def consume_status(self, group: str, topic: str) -> ConsumeStatus: ...
+
+    def totals(self, group: str, topic: str) -> ConsumeCounts: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -109,13 +142,13 @@ class ClientCollector(Collector):
         yield from self._send_failures.collect()
         yield from consumer_stats_families(
             (group, stats) for group, consumer in sorted(instance.consumers().items())
-            if isinstance(stats := getattr(consumer, "consumer_stats", None), ConsumerStats))
+            if isinstance(stats := getattr(consumer, "consumer_stats", None), GroupStats))
         snapshots = self._queues_snapshot()
         if snapshots is not None:
             yield from queue_families(snapshots)
 
 
-def consumer_stats_families(groups: Iterable[tuple[str, ConsumerStats]]) -> Iterator[Metric]:
+def consumer_stats_families(groups: Iterable[tuple[str, GroupStats]]) -> Iterator[Metric]:
     """Pull/consume RT, TPS and totals per (group, topic) from the consumers' statistics."""
     labels = ["group", "topic"]
     pull_rt = GaugeMetricFamily(PREFIX + "pull_rt_avg_seconds", "Mean pull round trip (last minute).", labels=labels)
