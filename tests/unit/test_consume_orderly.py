@@ -1,5 +1,5 @@
-"""`ConsumeMessageOrderlyService`'s retry delays (CONSUMER.md section 7, seed 000), with the consumer's
-scheduling call recorded: *submit later* (-1 = ``suspend_current_queue_time_millis``, clamped to
+"""`ConsumeMessageOrderlyService`'s retry delays (docs/design/consumer.md, "Orderly consumption"), with
+the consumer's scheduling call recorded: *submit later* (-1 = ``suspend_current_queue_time_millis``, clamped to
 10..30000 ms) and *try lock later* (100 ms at entry, 10 ms inside the loop; then 10 ms if the lock was
 won, 3000 ms if not)."""
 

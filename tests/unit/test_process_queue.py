@@ -1,4 +1,4 @@
-"""ProcessQueue: CONSUMER.md section 5 / PROTOCOL.md section 8."""
+"""ProcessQueue (see docs/design/consumer.md, "The process queue")."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """`RebalancePushImpl` against in-memory stand-ins for the client instance, offset store and pull service:
 allocation, reconciliation, removal under the consume lock, delayed unlock, pull-expired queues, the
-orderly lock rules and `compute_pull_from_where` (PROTOCOL.md 6.2)."""
+orderly lock rules and `compute_pull_from_where`."""
 
 from __future__ import annotations
 
