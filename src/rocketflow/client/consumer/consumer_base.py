@@ -164,6 +164,17 @@ class ConsumerBase(Generic[_SettingsT]):
         return ConsumerData(self.group, consume_type, self.message_model, self.consume_from,
                             list(self.rebalance.subscription_inner.values()), self.client_config.unit_mode)
 
+    def _running_properties(self) -> dict[str, str]:
+        """The GET_CONSUMER_RUNNING_INFO properties both consumers report first."""
+        return {
+            "consumerGroup": self.group,
+            "messageModel": self.message_model.name,
+            "consumeFromWhere": self.consume_from.name,
+            "consumeTimestamp": self.consume_timestamp,
+            "allocateMessageQueueStrategy": type(self.allocate_strategy).__name__,
+            "instanceName": self.client_config.instance_name,
+        }
+
     def update_topic_subscribe_info(self, topic: str, queues: list[MessageQueue]) -> None:
         """A route change of a subscribed topic (the client instance calls this)."""
         self.rebalance.update_topic_subscribe_info(topic, queues)

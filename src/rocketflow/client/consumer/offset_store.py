@@ -126,6 +126,16 @@ class _MemoryTable:
         cell = self._offsets.get(mq)
         return None if cell is None else cell.value
 
+    def answer_from_memory(self, mq: MessageQueue, read_type: ReadOffsetType) -> int | None:
+        """What `read_offset` answers without asking the store: the in-memory offset (unless
+        READ_FROM_STORE), -1 for READ_FROM_MEMORY without one; None when the store must be asked."""
+        if read_type is ReadOffsetType.READ_FROM_STORE:
+            return None
+        offset = self.memory_offset(mq)
+        if offset is not None:
+            return offset
+        return -1 if read_type is ReadOffsetType.READ_FROM_MEMORY else None
+
     def remove_offset(self, mq: MessageQueue) -> None:
         with self._lock:
             self._offsets.pop(mq, None)
@@ -147,12 +157,9 @@ class RemoteBrokerOffsetStore(_MemoryTable):
         """Nothing to load: offsets are read from the broker on demand."""
 
     async def read_offset(self, mq: MessageQueue, read_type: ReadOffsetType) -> int:
-        if read_type is not ReadOffsetType.READ_FROM_STORE:
-            offset = self.memory_offset(mq)
-            if offset is not None:
-                return offset
-            if read_type is ReadOffsetType.READ_FROM_MEMORY:
-                return -1
+        answer = self.answer_from_memory(mq, read_type)
+        if answer is not None:
+            return answer
         try:
             offset = await self.fetch_consume_offset_from_broker(mq)
         except (MQError, TimeoutError) as exc:
@@ -320,12 +327,9 @@ class LocalFileOffsetStore(_MemoryTable):
             self.update_offset(mq, offset, False)
 
     async def read_offset(self, mq: MessageQueue, read_type: ReadOffsetType) -> int:
-        if read_type is not ReadOffsetType.READ_FROM_STORE:
-            offset = self.memory_offset(mq)
-            if offset is not None:
-                return offset
-            if read_type is ReadOffsetType.READ_FROM_MEMORY:
-                return -1
+        answer = self.answer_from_memory(mq, read_type)
+        if answer is not None:
+            return answer
         offset = self.read_local_offsets().get(mq)
         if offset is None:
             return -1

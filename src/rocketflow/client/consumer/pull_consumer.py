@@ -254,10 +254,7 @@ class PullConsumer(ConsumerBase[PullConsumerSettings]):
                 await instance.update_topic_route(topic)
         for topic in list(self.rebalance.subscription_inner):
             if topic not in self.rebalance.topic_subscribe_info_table:
-                await instance.update_topic_route(topic)
-                queues = instance.topic_subscribe_info(topic)
-                if queues:
-                    self.rebalance.topic_subscribe_info_table[topic] = set(queues)
+                await self.rebalance.refresh_topic_queues(topic)
         try:
             await instance.send_heartbeat_to_all_brokers()
         except MQError as exc:
@@ -642,12 +639,7 @@ class PullConsumer(ConsumerBase[PullConsumerSettings]):
     def running_info(self) -> ConsumerRunningInfo:
         """GET_CONSUMER_RUNNING_INFO body: settings, subscriptions and the held queues' caches."""
         properties = {
-            "consumerGroup": self.group,
-            "messageModel": self.message_model.name,
-            "consumeFromWhere": self.consume_from.name,
-            "consumeTimestamp": self.consume_timestamp,
-            "allocateMessageQueueStrategy": type(self.allocate_strategy).__name__,
-            "instanceName": self.client_config.instance_name,
+            **self._running_properties(),
             "subscriptionType": self._subscription_type.name,
             "PROP_CONSUME_TYPE": ConsumeType.CONSUME_ACTIVELY.name,
         }

@@ -324,10 +324,7 @@ class PushConsumer(ConsumerBase[PushConsumerSettings]):
         instance = self.instance
         await self.consume_service.start_on_loop()
         for topic in list(self.rebalance.subscription_inner):
-            await instance.update_topic_route(topic)
-            queues = instance.topic_subscribe_info(topic)
-            if queues:
-                self.rebalance.topic_subscribe_info_table[topic] = set(queues)
+            await self.rebalance.refresh_topic_queues(topic)
         try:
             await instance.send_heartbeat_to_all_brokers()
         except MQError as exc:
@@ -516,12 +513,7 @@ class PushConsumer(ConsumerBase[PushConsumerSettings]):
         """GET_CONSUMER_RUNNING_INFO body: settings, subscriptions, per-queue state, per-topic stats."""
         settings = self.settings
         properties = {
-            "consumerGroup": self.group,
-            "messageModel": self.message_model.name,
-            "consumeFromWhere": self.consume_from.name,
-            "consumeTimestamp": self.consume_timestamp,
-            "allocateMessageQueueStrategy": type(self.allocate_strategy).__name__,
-            "instanceName": self.client_config.instance_name,
+            **self._running_properties(),
             "unitMode": str(self.client_config.unit_mode).lower(),
             PROP_CONSUME_ORDERLY: str(self.consume_orderly).lower(),
             PROP_CONSUME_TYPE: ConsumeType.CONSUME_PASSIVELY.name,

@@ -177,6 +177,14 @@ class RebalanceImpl(BrokerQueueLocks, ABC):
                         logger.warning("%s: rebalance of %s failed", self.consumer_group, topic, exc_info=True)
             self.truncate_message_queue_not_my_topic()
 
+    async def refresh_topic_queues(self, topic: str) -> None:
+        """Fetch ``topic``'s route and keep its readable queues (at start, after a subscription change)."""
+        instance = self.instance
+        await instance.update_topic_route(topic)
+        queues = instance.topic_subscribe_info(topic)
+        if queues:
+            self.topic_subscribe_info_table[topic] = set(queues)
+
     async def _subscribe_info(self, topic: str) -> set[MessageQueue] | None:
         queues = self.topic_subscribe_info_table.get(topic)
         if queues is not None:
