@@ -14,7 +14,6 @@ import pytest
 
 from rocketflow import Message, Producer, PushConsumer
 from rocketflow.acl import AclClientHook, AclConfigError, SessionCredentials
-from rocketflow.broker import DevCluster
 from rocketflow.broker.config import build_broker_config, config_overrides_from_properties
 from rocketflow.broker.controller import BrokerController
 from rocketflow.client import (
@@ -27,6 +26,7 @@ from rocketflow.client import (
     PullStatus,
 )
 from rocketflow.client.instance import shutdown_all
+from rocketflow.dev import DevCluster
 from rocketflow.namesrv import NameServer, NamesrvConfig
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import TopicConfig

@@ -23,9 +23,9 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from rocketflow import Message, Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.cli.main import cli
 from rocketflow.client import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeFromWhere
+from rocketflow.dev import DevCluster
 from rocketflow.net.tls import TlsMode
 from rocketflow.protocol.message import MessageExt
 

@@ -16,7 +16,6 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from rocketflow import Message, Producer, PushConsumer, __version__
-from rocketflow.broker import DevCluster
 from rocketflow.broker.config import (
     BrokerConfig,
     BrokerConfigError,
@@ -32,6 +31,7 @@ from rocketflow.client import (
     ConsumeOrderlyStatus,
     MQClientError,
 )
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]

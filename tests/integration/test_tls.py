@@ -30,7 +30,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from rocketflow import Message, Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.broker.config import BrokerConfigError, build_broker_config, config_overrides_from_properties
 from rocketflow.cli.main import cli
 from rocketflow.cli.servers import tls_overrides
@@ -44,6 +43,7 @@ from rocketflow.client import (
     MQConnectionClosedError,
 )
 from rocketflow.client.instance import shutdown_all
+from rocketflow.dev import DevCluster
 from rocketflow.namesrv import NamesrvConfig
 from rocketflow.net import RemotingClient, RemotingConnectionClosedError, RemotingServer, RequestContext
 from rocketflow.net.tls import (

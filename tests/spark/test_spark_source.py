@@ -16,8 +16,8 @@ from pyspark.errors import PythonException, StreamingQueryException
 from pyspark.sql import SparkSession
 from spark_helpers import queued_total, send_messages
 
-from rocketflow.broker import DevCluster
 from rocketflow.client import Producer
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.bodies import TopicConfig
 from rocketflow.protocol.message import Message, MessageQueue
 from rocketflow.spark.connection import get_connection

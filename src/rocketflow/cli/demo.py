@@ -39,7 +39,6 @@ from rich.logging import RichHandler
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskProgressColumn, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from rocketflow.broker import DevCluster
 from rocketflow.client import (
     ClientInstance,
     ConsumeFromWhere,
@@ -52,11 +51,13 @@ from rocketflow.client import (
     SendStatus,
 )
 from rocketflow.client.instance import shutdown_all
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.bodies import TopicConfig
 from rocketflow.protocol.message import Message, MessageExt, MessageQueue
 
 if TYPE_CHECKING:
     from rocketflow.cli.demo_spark import BatchRecord, LagSample, SparkPipeline, SparkTotals
+    from rocketflow.console import ConsoleThread
 
 logger = logging.getLogger("rocketflow.demo")
 
@@ -143,6 +144,8 @@ class DemoSettings:
     output: Path | None = None
     spark: bool = True
     seed: int = 7
+    #: serve ``rocketflow console`` on this port beside the pipeline (None: no console; 0: a free port)
+    console_port: int | None = None
 
     def __post_init__(self) -> None:
         checks: list[tuple[str, object, float, float]] = [
@@ -477,7 +480,10 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> DemoResu
     producer: Producer | None = None
     consumer: PushConsumer | None = None
     pipeline: SparkPipeline | None = None
+    web_console: ConsoleThread | None = None
     try:
+        if settings.console_port is not None:
+            web_console = _start_console(console, namesrv, settings.console_port)
         producer = Producer(f"demo_order_producer_{run_id}", namesrv=namesrv)
         try:
             producer.start()
@@ -545,8 +551,12 @@ def run_demo(settings: DemoSettings, console: Console | None = None) -> DemoResu
         _judge(result, order_producer, checker)
         _write_outputs(console, result, samples, lag_samples, batches, order_producer.started_wall)
         _print_summary(console, result, pipeline)
+        if web_console is not None:
+            _linger(console, web_console)
         return result
     finally:
+        if web_console is not None:
+            web_console.stop()
         if consumer is not None:
             consumer.shutdown()
         if pipeline is not None:
@@ -608,6 +618,36 @@ def _watch(console: Console, settings: DemoSettings, result: DemoResult, order_p
                 break
             time.sleep(0.125)
     return samples
+
+
+def _start_console(console: Console, namesrv: str, port: int) -> ConsoleThread:
+    """``rocketflow console`` (read-only) for the demo's cluster, in a thread of this process."""
+    try:
+        from rocketflow.console import ConsoleSettings, ConsoleThread
+    except ModuleNotFoundError as exc:
+        raise DemoError(f"--console needs the 'console' extra ({exc.name} is missing): "
+                        "pip install 'rocketflow[console]'") from None
+    try:
+        web_console = ConsoleThread(ConsoleSettings(namesrv, port=port)).start()
+    except (OSError, RuntimeError, TimeoutError) as exc:
+        raise DemoError(f"the console could not listen on 127.0.0.1:{port}: {exc} (try --console-port 0)") from None
+    console.print(f"console: [bold]{web_console.url}[/bold] (the topic, the groups' lag, the messages)",
+                  soft_wrap=True)
+    return web_console
+
+
+def _linger(console: Console, web_console: ConsoleThread) -> None:
+    """Keep the console (and the embedded cluster) up after the run until Ctrl-C, on a terminal."""
+    import sys
+
+    if not sys.stdin.isatty():
+        return
+    console.print(f"the console stays up at [bold]{web_console.url}[/bold]: Ctrl-C to stop", soft_wrap=True)
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        pass
 
 
 def _finish_spark(console: Console, pipeline: SparkPipeline, view: BrokerView, group: str, result: DemoResult) -> None:
@@ -849,7 +889,7 @@ def _print_summary(console: Console, result: DemoResult, pipeline: SparkPipeline
     if pipeline is not None:
         console.print(per_minute_table(pipeline.per_minute(), console.width))
     for name, path in result.files.items():
-        console.print(f"{name:>18}: {path}")
+        console.print(f"{name:>18}: {path}", soft_wrap=True)  # a path is copied, not read: never wrapped
     if result.ok:
         console.print("[bold green]OK[/bold green]: every order followed its state machine, nothing was lost.")
     else:

@@ -21,7 +21,7 @@ import click
 from rocketflow.acl import AclConfigError
 from rocketflow.broker.config import BrokerConfigError, build_broker_config, config_overrides_from_properties
 from rocketflow.broker.controller import BrokerController
-from rocketflow.broker.dev import DevCluster
+from rocketflow.dev import DevCluster
 from rocketflow.namesrv import NameServer, NamesrvConfigError, build_namesrv_config, namesrv_overrides_from_properties
 from rocketflow.net import event_loop as event_loops
 from rocketflow.net.tls import TlsConfigError

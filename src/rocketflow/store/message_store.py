@@ -14,6 +14,7 @@ import enum
 import errno
 import logging
 import mmap
+import shutil
 import struct
 import threading
 import time
@@ -1157,4 +1158,36 @@ class MessageStore:
             "dispatchBehindBytes": str(commit_log.max_offset - self.dispatcher.dispatched_offset),
             "earliestMessageTimeStamp": str(self.get_earliest_message_time()),
             "bootTimestamp": str(self._started_ms),
+            **self._disk_info(),
         }
+
+    def _disk_info(self) -> dict[str, str]:
+        """RocketMQ's disk keys: the used share (0..1) of the file systems holding the commit log and the
+        consume queues, and the store root's total and free space (``-1`` / absent when unreadable)."""
+        config = self.config
+        info: dict[str, str] = {}
+        for key, path in (("commitLogDiskRatio", config.commit_log_dir), ("consumeQueueDiskRatio",
+                                                                          config.consume_queue_dir)):
+            try:
+                info[key] = str(round(self.clean_service.disk_usage(path) / 100.0, 4))
+            except OSError:
+                info[key] = "-1"
+        try:
+            usage = shutil.disk_usage(config.store_root)
+        except OSError:
+            return info
+        info["commitLogDirCapacity"] = (f"Total : {human_readable_bytes(usage.total)}, "
+                                        f"Free : {human_readable_bytes(usage.free)}.")
+        return info
+
+
+def human_readable_bytes(count: int) -> str:
+    """``count`` bytes in binary units with one decimal, as RocketMQ prints disk sizes (``93.1 GiB``)."""
+    if count < 1024:
+        return f"{count} B"
+    value = float(count)
+    for unit in "KMGTPE":
+        value /= 1024
+        if value < 1024 or unit == "E":
+            return f"{value:.1f} {unit}iB"
+    raise AssertionError("unreachable")

@@ -6,7 +6,7 @@ import asyncio
 
 from broker_helpers import decoded, message_properties, pull, run, send, wait_for
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import DelayOffsetTable
 from rocketflow.protocol.message import MessageExt

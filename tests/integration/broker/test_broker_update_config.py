@@ -8,10 +8,10 @@ import pytest
 from click.testing import CliRunner
 
 from rocketflow import Message, Producer
-from rocketflow.broker import DevCluster
 from rocketflow.cli.main import cli
 from rocketflow.client import MQBrokerError, MQClientError
 from rocketflow.client.admin import Admin
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.names import PermName
 
 

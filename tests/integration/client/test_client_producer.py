@@ -13,8 +13,8 @@ import pytest
 from client_helpers import client_threads, create_topic, pull_messages, wait_until
 
 from rocketflow import Message, Producer
-from rocketflow.broker import DevCluster
 from rocketflow.client import ClientInstance, MQClientError, SendStatus
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageConst, MessageQueue
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.protocol.tags import java_string_hash

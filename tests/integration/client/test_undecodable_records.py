@@ -21,7 +21,6 @@ from client_helpers import wait_until
 from push_helpers import FAST_CLIENT, Recorder, admin, broker_offset, make_topic, new_consumer, read_queue
 
 from rocketflow import Message, Producer, PullConsumer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -30,6 +29,7 @@ from rocketflow.client import (
     ConsumeOrderlyStatus,
     MQBrokerError,
 )
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.bodies import MessageModel
 from rocketflow.protocol.codec import UndecodableRecord
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue

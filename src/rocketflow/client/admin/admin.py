@@ -42,6 +42,7 @@ from rocketflow.client.admin.results import (
 )
 from rocketflow.client.admin.tail import MessageTail
 from rocketflow.client.admin.topics import TopicAdmin
+from rocketflow.client.consumer.consume.context import CMResult, ConsumeMessageDirectlyResult
 
 
 class Admin(ClusterAdmin, TopicAdmin, GroupAdmin, MessageAdmin):
@@ -59,6 +60,8 @@ __all__ = [
     "TOOLS_CONSUMER_GROUP",
     "Admin",
     "BrokerStatus",
+    "CMResult",
+    "ConsumeMessageDirectlyResult",
     "ConsumerProgress",
     "MessageTail",
     "QueueLayoutWarning",

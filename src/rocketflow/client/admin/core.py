@@ -1,4 +1,5 @@
-"""`AdminCore`: the admin's client instance and lifecycle, raw requests, and the brokers an operation targets."""
+"""`AdminCore`: the admin's client instance and lifecycle, raw requests, and the brokers (and group members)
+an operation targets."""
 
 from __future__ import annotations
 
@@ -14,13 +15,15 @@ from rocketflow.client.admin.results import (
 )
 from rocketflow.client.api import ADMIN_RPC_TIMEOUT
 from rocketflow.client.config import ClientConfig
-from rocketflow.client.errors import MQBrokerError, MQClientError, MQRemotingError
+from rocketflow.client.errors import MQBrokerError, MQClientError, MQError, MQRemotingError
 from rocketflow.client.instance import ClientInstance
 from rocketflow.protocol.bodies import (
+    ConsumerConnection,
     KVTable,
     TopicRouteData,
     WireBody,
 )
+from rocketflow.protocol.names import retry_topic
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.errors import ProtocolError
@@ -159,6 +162,31 @@ class AdminCore:
     async def _runtime_info(self, addr: str) -> dict[str, str]:
         response = await self._invoke(addr, RequestCode.GET_BROKER_RUNTIME_INFO)
         return dict(self._decode(KVTable, response, addr).table)
+
+    async def _group_brokers(self, group: str, topic: str | None) -> list[str]:
+        """Masters that may hold the group's offsets: the retry topic's and ``topic``'s brokers, else all."""
+        api = self.instance.api
+        addrs: dict[str, str] = {}
+        for name in ([topic] if topic else []) + [retry_topic(group)]:
+            route = await api.get_topic_route(name, self.timeout)
+            if route is not None:
+                addrs.update(self._route_masters(route))
+        if not addrs:
+            info = await api.get_broker_cluster_info(self.timeout)
+            addrs = {name: broker.broker_addrs.get(MASTER_ID) or broker.select_broker_addr() or ""
+                     for name, broker in info.broker_addr_table.items()}
+        return [addr for _, addr in sorted(addrs.items()) if addr]
+
+    async def _consumer_connections(self, group: str) -> ConsumerConnection:
+        last_error: MQError | None = None
+        for addr in await self._group_brokers(group, None):
+            try:
+                return await self.instance.api.get_consumer_connection_list(addr, group, self.timeout)
+            except MQError as exc:
+                last_error = exc
+        if last_error is not None:
+            raise last_error
+        raise MQClientError("no broker online to ask")
 
 
 __all__ = ["AdminCore"]

@@ -8,7 +8,6 @@ from typing import Any
 from rocketflow.client.admin.core import AdminCore
 from rocketflow.client.admin.results import (
     LATEST,
-    MASTER_ID,
     ConsumerProgress,
     QueueProgress,
     check_group,
@@ -24,9 +23,6 @@ from rocketflow.protocol.bodies import (
     TopicRouteData,
 )
 from rocketflow.protocol.message import MessageQueue
-from rocketflow.protocol.names import (
-    retry_topic,
-)
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.headers import (
     CloneGroupOffsetRequestHeader,
@@ -113,35 +109,10 @@ class GroupAdmin(AdminCore):
 
     # ------------------------------------------------------------------ consumers
 
-    async def _group_brokers(self, group: str, topic: str | None) -> list[str]:
-        """Masters that may hold the group's offsets: the retry topic's and ``topic``'s brokers, else all."""
-        api = self.instance.api
-        addrs: dict[str, str] = {}
-        for name in ([topic] if topic else []) + [retry_topic(group)]:
-            route = await api.get_topic_route(name, self.timeout)
-            if route is not None:
-                addrs.update(self._route_masters(route))
-        if not addrs:
-            info = await api.get_broker_cluster_info(self.timeout)
-            addrs = {name: broker.broker_addrs.get(MASTER_ID) or broker.select_broker_addr() or ""
-                     for name, broker in info.broker_addr_table.items()}
-        return [addr for _, addr in sorted(addrs.items()) if addr]
-
     def consumer_connections(self, group: str) -> ConsumerConnection:
         """GET_CONSUMER_CONNECTION_LIST; `MQBrokerError` CONSUMER_NOT_ONLINE when no member is connected."""
         check_group(group)
         return self._run(self._consumer_connections(group))
-
-    async def _consumer_connections(self, group: str) -> ConsumerConnection:
-        last_error: MQError | None = None
-        for addr in await self._group_brokers(group, None):
-            try:
-                return await self.instance.api.get_consumer_connection_list(addr, group, self.timeout)
-            except MQError as exc:
-                last_error = exc
-        if last_error is not None:
-            raise last_error
-        raise MQClientError("no broker online to ask")
 
     def consumer_running_info(self, group: str, client_id: str) -> ConsumerRunningInfo:
         """GET_CONSUMER_RUNNING_INFO of one client, relayed by a broker it is connected to."""

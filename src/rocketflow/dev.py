@@ -1,5 +1,5 @@
 """`DevCluster`: a name server and a broker (and optionally its slaves) in one process and loop, for
-demos and tests.
+demos and tests. It starts both servers, so it sits above the broker and name server packages.
 
 Use it as ``async with DevCluster() as cluster:`` inside a running loop, or from synchronous
 code with ``cluster = DevCluster.start_in_thread()`` ... ``cluster.close()`` (the servers then run
