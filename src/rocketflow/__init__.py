@@ -4,19 +4,21 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
-from rocketflow.client.allocate import (
+from rocketflow.client import (
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
     AllocateMessageQueueByConfig,
     AllocateMessageQueueByMachineRoom,
     AllocateMessageQueueConsistentHash,
+    ConsumeConcurrentlyStatus,
+    ConsumeOrderlyStatus,
+    LocalTransactionState,
+    MessageSelector,
+    Producer,
+    PullConsumer,
+    PushConsumer,
+    TransactionProducer,
 )
-from rocketflow.client.consume_context import ConsumeConcurrentlyStatus, ConsumeOrderlyStatus
-from rocketflow.client.message_selector import MessageSelector
-from rocketflow.client.producer import Producer
-from rocketflow.client.pull_consumer import PullConsumer
-from rocketflow.client.push_consumer import PushConsumer
-from rocketflow.client.transaction_producer import LocalTransactionState, TransactionProducer
 from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
 from rocketflow.protocol.message import Message, MessageExt, MessageQueue
 

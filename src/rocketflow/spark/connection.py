@@ -21,7 +21,7 @@ from rocketflow.client.api import PullStatus
 from rocketflow.client.config import ClientConfig
 from rocketflow.client.errors import MQBrokerError, MQError
 from rocketflow.client.instance import ClientInstance
-from rocketflow.client.producer import Producer
+from rocketflow.client.producer.producer import Producer
 from rocketflow.errors import RocketflowError
 from rocketflow.protocol.codec import decode_record
 from rocketflow.protocol.message import MessageQueue

@@ -23,8 +23,8 @@ from rocketflow.client import (
     MessageModel,
     MQClientError,
 )
-from rocketflow.client.consume_context import CMResult
-from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.consumer.consume.context import CMResult
+from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.bodies import ConsumerRunningInfo
 from rocketflow.protocol.message import MessageExt, MessageQueue

@@ -30,7 +30,7 @@ from push_consumer_proc import ProcessQueueTokens
 from push_helpers import admin, broker_offset, make_topic
 
 from rocketflow import Message, Producer
-from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageQueue
 
