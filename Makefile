@@ -35,6 +35,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
+	$(BIN)/lint-imports
 
 check: lint typecheck test
 

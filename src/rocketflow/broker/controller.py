@@ -15,7 +15,6 @@ import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
 
-from rocketflow import __version__
 from rocketflow.acl import AclClientHook, AclRequestHook, PlainAclFile, PlainAclValidator, SessionCredentials
 from rocketflow.broker.config import BrokerConfig
 from rocketflow.broker.context import BrokerParts
@@ -44,6 +43,7 @@ from rocketflow.remoting.command import ROCKETMQ_VERSION
 from rocketflow.store import AppendResult, BrokerRole
 from rocketflow.store.config_file import ConfigPersister
 from rocketflow.store.ha import HAClient, HAService
+from rocketflow.version import __version__
 
 logger = logging.getLogger(__name__)
 

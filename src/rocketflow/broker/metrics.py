@@ -25,8 +25,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import start_wsgi_server
 from prometheus_client.registry import Collector
 
-from rocketflow import __version__
 from rocketflow.broker.context import BrokerContext
+from rocketflow.version import __version__
 
 logger = logging.getLogger(__name__)
 

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from rocketflow import __version__
 from rocketflow.cli.params import NAMESRV
+from rocketflow.version import __version__
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})

@@ -21,10 +21,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import start_wsgi_server
 from prometheus_client.registry import Collector
 
-from rocketflow import __version__
 from rocketflow.client.errors import MQError
 from rocketflow.protocol.bodies import ConsumeStatus
 from rocketflow.protocol.message import MessageQueue
+from rocketflow.version import __version__
 
 logger = logging.getLogger(__name__)
 

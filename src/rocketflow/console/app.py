@@ -37,7 +37,6 @@ from starlette.staticfiles import StaticFiles
 from starlette.templating import Jinja2Templates
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rocketflow import __version__
 from rocketflow.client import MQBrokerError, MQClientError, MQError
 from rocketflow.client.admin import (
     DEFAULT_PERM,
@@ -51,6 +50,7 @@ from rocketflow.client.admin import (
 from rocketflow.console.bodies import preview_body
 from rocketflow.console.service import DLQ_PREFIX, ConsoleService
 from rocketflow.console.settings import ConsoleSettings
+from rocketflow.version import __version__
 
 logger = logging.getLogger(__name__)
 

@@ -19,7 +19,6 @@ import sys
 import threading
 import traceback
 
-from rocketflow import __version__
 from rocketflow.client.config import ClientConfig
 from rocketflow.client.instance.runtime import InstanceRuntime, maybe_await
 from rocketflow.net import RequestContext
@@ -39,6 +38,7 @@ from rocketflow.remoting.headers import (
     ReplyMessageRequestHeader,
     ResetOffsetRequestHeader,
 )
+from rocketflow.version import __version__
 
 logger = logging.getLogger(__name__)
 
