@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rocketflow import Message, Producer, PushConsumer
@@ -36,12 +35,6 @@ CHROMIUM_ARGS = ["--no-sandbox", "--headless", "--disable-gpu", "--disable-backg
                  "--disable-component-update", "--disable-sync", "--no-first-run", "--disable-quic"]
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout} s")
-        time.sleep(0.05)
 
 
 @dataclass

@@ -9,11 +9,12 @@ import time
 from pathlib import Path
 
 import pytest
-from console_helpers import AUDIT_GROUP, ORDERS, Traffic, unique, wait_until
+from console_helpers import AUDIT_GROUP, ORDERS, Traffic, unique
 
 from rocketflow import Message
 from rocketflow.client import MQBrokerError, MQClientError, MQError
 from rocketflow.client.admin import EARLIEST, Admin, CMResult
+from testkit import wait_until
 
 
 def test_messages_by_time_reads_one_queue_within_the_range(admin: Admin) -> None:

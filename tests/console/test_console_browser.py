@@ -26,11 +26,11 @@ from console_helpers import (
     ConsoleProcess,
     Traffic,
     unique,
-    wait_until,
 )
 from playwright.sync_api import Browser, Page, Playwright, sync_playwright
 
 from rocketflow.client.admin import Admin
+from testkit import wait_until
 
 pytestmark = pytest.mark.timeout(120)
 

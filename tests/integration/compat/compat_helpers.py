@@ -7,12 +7,12 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable
 
 from rocketflow.client import MQError
 from rocketflow.client.admin import Admin
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
+from testkit import wait_until
 
 #: fast transaction check-backs (RocketMQ: every 60 s after 6 s) and short retry delays (level 3 = 1 s)
 BROKER_SETTINGS = {
@@ -32,12 +32,6 @@ def unique(prefix: str) -> str:
     return f"{prefix}_{uuid.uuid4().hex[:10]}"
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 15.0, what: str = "the condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"timed out after {timeout}s waiting for {what}")
-        time.sleep(0.05)
 
 
 def has_route(admin: Admin, topic: str) -> bool:
