@@ -2,7 +2,8 @@
 
 `consumer_options` validates the group, message model, ``consume_from``, ``consume_timestamp`` and
 allocation strategy, and splits the keyword settings between `ClientConfig` and the consumer's own
-settings dataclass. `ServiceState` is the lifecycle both consumers go through.
+settings dataclass, whose checks share `check_int` and `check_offset_store_dir`. `ServiceState` is
+the lifecycle both consumers go through.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import dataclasses
 import enum
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
 from rocketflow.client.config import CLIENT_CONFIG_FIELDS, ClientConfig
@@ -48,6 +50,18 @@ def parse_consume_timestamp(text: str) -> int:
     except ValueError as exc:
         raise MQClientError(f"consume_timestamp {text!r} is not a valid time: {exc}") from None
     return int(moment.timestamp() * 1000)
+
+
+def check_int(name: str, value: object, low: int, high: int) -> None:
+    """Raise `MQClientError` unless the setting ``name`` is an int (not a bool) in ``low..high``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise MQClientError(f"{name} must be an int in {low}..{high}, got {value!r}")
+
+
+def check_offset_store_dir(value: object) -> None:
+    """Raise `MQClientError` unless ``local_offset_store_dir`` is None or a path."""
+    if value is not None and not isinstance(value, str | Path):
+        raise MQClientError(f"local_offset_store_dir must be a path, got {value!r}")
 
 
 @dataclasses.dataclass(frozen=True, slots=True)
@@ -113,6 +127,8 @@ __all__ = [
     "DEFAULT_CONSUMER_GROUP",
     "ConsumerOptions",
     "ServiceState",
+    "check_int",
+    "check_offset_store_dir",
     "consumer_options",
     "default_consume_timestamp",
     "parse_consume_timestamp",
