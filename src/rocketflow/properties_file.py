@@ -2,8 +2,8 @@
 
 `parse_properties` splits the text into ``(line, key, value)``, `read_settings_file` reads a file,
 `file_then_overrides` layers a file's settings and explicit ones, `field_types` gives a settings
-dataclass's field types and `convert_setting` turns a value's text into one of them. Each raises the
-error class its caller names, so a server reports its own error.
+dataclass's field types, `convert_setting` turns a value's text into one of them and `make_settings`
+builds the dataclass. Each raises the error class its caller names, so a server reports its own error.
 """
 
 from __future__ import annotations
@@ -13,7 +13,9 @@ import re
 import types
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any, Union, get_args, get_origin, get_type_hints
+from typing import Any, TypeVar, Union, get_args, get_origin, get_type_hints
+
+_T = TypeVar("_T")
 
 #: ``key=value``, ``key: value`` or ``key value``.
 _ENTRY = re.compile(r"([^=:\s]+)\s*[=:\s]\s*(.*)$")
@@ -101,10 +103,21 @@ def convert_setting(raw: str, hint: Any, where: str, error: type[Exception],
     raise error(f"{where}: settings of type {hint!r} cannot be set from a file")
 
 
+def make_settings(make: Callable[[], _T], error: type[Exception], *keep: type[Exception]) -> _T:
+    """``make()``, a TypeError or ValueError it raises turned into ``error`` (those of ``keep`` pass as they are)."""
+    try:
+        return make()
+    except keep:
+        raise
+    except (TypeError, ValueError) as exc:
+        raise error(str(exc)) from None
+
+
 __all__ = [
     "convert_setting",
     "field_types",
     "file_then_overrides",
+    "make_settings",
     "parse_properties",
     "read_settings_file",
     "snake_case",

@@ -18,7 +18,7 @@ from typing import Any, Final, get_origin
 from rocketflow import properties_file
 from rocketflow.errors import RocketflowError
 from rocketflow.net.tls import ClientAuth, TlsClientSettings, TlsConfigError, TlsMode, TlsServerSettings
-from rocketflow.properties_file import field_types, file_then_overrides, snake_case
+from rocketflow.properties_file import field_types, file_then_overrides, make_settings, snake_case
 from rocketflow.store.config import BrokerRole, FlushDiskType, StoreConfig
 
 DEFAULT_BROKER_PORT: Final = 10911
@@ -419,13 +419,12 @@ def build_broker_config(overrides: Mapping[str, object] | None = None, *,
         store_values["message_delay_level"] = broker_values["message_delay_level"]
     elif "message_delay_level" in store_values:
         broker_values["message_delay_level"] = store_values["message_delay_level"]
-    try:
+
+    def make() -> BrokerConfig:
         store = StoreConfig(**store_values)  # type: ignore[arg-type]
         return BrokerConfig(store=store, **broker_values)  # type: ignore[arg-type]
-    except BrokerConfigError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise BrokerConfigError(str(exc)) from None
+
+    return make_settings(make, BrokerConfigError, BrokerConfigError)
 
 
 __all__ = [

@@ -13,6 +13,7 @@ from rocketflow.properties_file import (
     convert_setting,
     field_types,
     file_then_overrides,
+    make_settings,
     parse_properties,
     snake_case,
 )
@@ -149,12 +150,8 @@ def build_namesrv_config(overrides: Mapping[str, object] | None = None, *,
     port = values.get("port", DEFAULT_NAMESRV_PORT)
     if not isinstance(port, int) or not 0 <= port <= 65535:
         raise NamesrvConfigError(f"port must be in 0..65535, got {port!r}")
-    try:
-        return NamesrvConfig(**values)  # type: ignore[arg-type]
-    except TlsConfigError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise NamesrvConfigError(str(exc)) from None
+    return make_settings(lambda: NamesrvConfig(**values), NamesrvConfigError,  # type: ignore[arg-type]
+                         TlsConfigError)
 
 
 __all__ = [
