@@ -55,6 +55,7 @@ from rocketflow.protocol.bodies import (
 )
 from rocketflow.remoting import fastjson
 from rocketflow.remoting.errors import ProtocolError
+from rocketflow.store.checkpoint import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -91,17 +92,7 @@ def write_atomically(path: Path, data: bytes) -> None:
         if previous:
             _write_synced(bak, previous)
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename or a new file in ``directory`` durable (best effort: not every file system can)."""
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    fsync_dir(path.parent)
 
 
 class JsonConfigFile(Generic[BodyT]):
@@ -368,7 +359,7 @@ class JournaledTable(Generic[ConfigT, WrapperT]):
         finally:
             os.close(fd)
         if created:
-            _fsync_dir(self.journal_path.parent)
+            fsync_dir(self.journal_path.parent)
         self._journal_bytes += size
         self._journal_max_counter = max(self._journal_max_counter, counter)
 
