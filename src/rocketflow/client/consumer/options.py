@@ -15,7 +15,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
-from rocketflow.client.config import CLIENT_CONFIG_FIELDS, ClientConfig
+from rocketflow.client.config import ClientConfig, split_settings
 from rocketflow.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rocketflow.client.errors import MQClientError
 from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
@@ -104,20 +104,7 @@ def consumer_options(kind: str, settings_type: type[_SettingsT], group: str, nam
     elif isinstance(consume_timestamp, datetime):
         consume_timestamp = consume_timestamp.strftime(CONSUME_TIMESTAMP_FORMAT)
     consume_timestamp_ms = parse_consume_timestamp(consume_timestamp)
-    own_fields = frozenset(field.name for field in dataclasses.fields(settings_type))  # type: ignore[arg-type]
-    unknown = set(settings) - own_fields - CLIENT_CONFIG_FIELDS
-    if unknown:
-        raise MQClientError(f"unknown {kind} settings {sorted(unknown)}; known: "
-                            f"{sorted(own_fields | CLIENT_CONFIG_FIELDS)}")
-    client_settings = {name: value for name, value in settings.items() if name in CLIENT_CONFIG_FIELDS}
-    if namesrv is not None:
-        client_settings["namesrv_addr"] = namesrv
-    try:
-        config = client_config.copy(**client_settings) if client_config is not None \
-            else ClientConfig(**client_settings)
-        own = settings_type(**{name: value for name, value in settings.items() if name in own_fields})
-    except TypeError as exc:
-        raise MQClientError(f"invalid {kind} settings: {exc}") from None
+    config, own = split_settings(kind, settings_type, settings, namesrv, client_config)
     return ConsumerOptions(group, config, message_model, consume_from, consume_timestamp, consume_timestamp_ms,
                            allocate_strategy, own)
 
