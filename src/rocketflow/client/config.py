@@ -19,6 +19,7 @@ from rocketflow.acl.signing import SessionCredentials
 from rocketflow.client.errors import MQClientError
 from rocketflow.net.event_loop import parse_event_loop_kind
 from rocketflow.net.tls import TlsClientSettings, TlsConfigError
+from rocketflow.protocol.names import InvalidNameError, validate_group
 from rocketflow.remoting.codes import LanguageCode
 
 #: The instance name every client starts with (``rocketmq.client.name``).
@@ -224,6 +225,17 @@ CLIENT_CONFIG_FIELDS: Final = frozenset(field.name for field in dataclasses.fiel
 _SettingsT = TypeVar("_SettingsT")
 
 
+def check_group(role: str, group: str, reserved: str) -> None:
+    """Raise `MQClientError` unless ``group`` is a legal group name other than the ``role``'s (``"producer"``,
+    ``"consumer"``) ``reserved`` default, which RocketMQ refuses for user clients."""
+    try:
+        validate_group(group)
+    except InvalidNameError as exc:
+        raise MQClientError(f"{role} group: {exc}") from None
+    if group == reserved:
+        raise MQClientError(f"the {role} group cannot be {reserved!r}; choose another name")
+
+
 def split_settings(kind: str, settings_type: type[_SettingsT], settings: Mapping[str, Any], namesrv: str | None,
                    client_config: ClientConfig | None) -> tuple[ClientConfig, _SettingsT]:
     """A ``kind``'s (``"producer"``, ``"push consumer"``) keyword ``settings``, split between its `ClientConfig`
@@ -282,6 +294,7 @@ __all__ = [
     "DEFAULT_INSTANCE_NAME",
     "NAMESRV_ADDR_ENV",
     "ClientConfig",
+    "check_group",
     "local_address_towards",
     "split_settings",
 ]

@@ -15,11 +15,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
-from rocketflow.client.config import ClientConfig, split_settings
+from rocketflow.client.config import ClientConfig, check_group, split_settings
 from rocketflow.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rocketflow.client.errors import MQClientError
 from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
-from rocketflow.protocol.names import InvalidNameError, validate_group
 
 #: RocketMQ refuses this group name for user consumers.
 DEFAULT_CONSUMER_GROUP: Final = "DEFAULT_CONSUMER"
@@ -85,12 +84,7 @@ def consumer_options(kind: str, settings_type: type[_SettingsT], group: str, nam
                      client_config: ClientConfig | None, settings: dict[str, Any]) -> ConsumerOptions[_SettingsT]:
     """Check a ``kind`` consumer's (``"push consumer"``, ``"pull consumer"``) arguments; ``settings`` are
     ``settings_type`` fields (a dataclass) and `ClientConfig` fields. Raises `MQClientError`."""
-    try:
-        validate_group(group)
-    except InvalidNameError as exc:
-        raise MQClientError(f"consumer group: {exc}") from None
-    if group == DEFAULT_CONSUMER_GROUP:
-        raise MQClientError(f"the consumer group cannot be {DEFAULT_CONSUMER_GROUP!r}; choose another name")
+    check_group("consumer", group, DEFAULT_CONSUMER_GROUP)
     if not isinstance(message_model, MessageModel):
         raise MQClientError(f"message_model must be a MessageModel, got {message_model!r}")
     if not isinstance(consume_from, ConsumeFromWhere):

@@ -45,7 +45,7 @@ from rocketflow.client.api import (
     SendStatus,
     encode_message_properties,
 )
-from rocketflow.client.config import ClientConfig, split_settings
+from rocketflow.client.config import ClientConfig, check_group, split_settings
 from rocketflow.client.errors import MQBrokerError, MQClientError, MQError, MQRemotingError, MQTimeoutError
 from rocketflow.client.instance import CLIENT_INNER_PRODUCER_GROUP, ClientInstance
 from rocketflow.client.producer.request_reply import is_reply, stamp_request
@@ -65,7 +65,6 @@ from rocketflow.protocol.names import (
     TRANS_OP_HALF_TOPIC,
     InvalidNameError,
     is_retry_topic,
-    validate_group,
     validate_topic,
 )
 from rocketflow.protocol.sysflag import MessageSysFlag
@@ -193,12 +192,7 @@ class Producer:
                  **settings: Any) -> None:
         """``settings`` are `ProducerSettings` fields and `ClientConfig` fields (e.g. ``instance_name``,
         ``client_ip``, ``mq_client_api_timeout``); ``namesrv`` is ``"host:port;host:port"``."""
-        try:
-            validate_group(group)
-        except InvalidNameError as exc:
-            raise MQClientError(f"producer group: {exc}") from None
-        if group == DEFAULT_PRODUCER_GROUP:
-            raise MQClientError(f"the producer group cannot be {DEFAULT_PRODUCER_GROUP!r}; choose another name")
+        check_group("producer", group, DEFAULT_PRODUCER_GROUP)
         config, self.settings = split_settings("producer", ProducerSettings, settings, namesrv, client_config)
         self.group = group
         self.client_config = config
