@@ -9,8 +9,8 @@ from rocketflow.broker.context import BrokerContext
 from rocketflow.broker.processors.common import Handler
 from rocketflow.net import RequestContext
 from rocketflow.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
+from rocketflow.protocol.bodies.base import load_json
 from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
-from rocketflow.remoting import fastjson
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.errors import BodyDecodeError
@@ -47,12 +47,7 @@ def decode_lock_body(cls: type[_LockBody], data: bytes, max_queues: int) -> _Loc
     """A (UN)LOCK_BATCH_MQ body, strictly: a legal group, a client id, at most ``max_queues`` queues with a
     legal topic, a broker name and an integer queue id >= 0 (`BodyDecodeError` naming the bad field otherwise)."""
     name = cls.__name__
-    if not data:
-        raise BodyDecodeError(f"{name}: empty body")
-    try:
-        parsed = fastjson.loads(data)
-    except BodyDecodeError as exc:
-        raise BodyDecodeError(f"{name}: {exc}") from None
+    parsed = load_json(data, name, "body")
     if not isinstance(parsed, dict):
         raise BodyDecodeError(f"{name}: expected an object, got {type(parsed).__name__}")
     _check_name(parsed.get("consumerGroup"), f"{name}.consumerGroup", validate_group)
