@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
+from typing import TYPE_CHECKING
 
 from rocketflow import __version__
 from rocketflow.acl import AclClientHook, AclRequestHook, PlainAclFile, PlainAclValidator, SessionCredentials
@@ -45,6 +46,9 @@ from rocketflow.remoting.command import ROCKETMQ_VERSION
 from rocketflow.store import AppendResult, BrokerRole, MessageStore, PutMessageStatus
 from rocketflow.store.config_file import ConfigPersister, ConsumerOffsetManager, DelayOffsetManager
 from rocketflow.store.ha import HAClient, HAService
+
+if TYPE_CHECKING:
+    from rocketflow.proxy import GrpcServer
 
 logger = logging.getLogger("rocketflow.broker")
 
@@ -154,6 +158,8 @@ class BrokerController:
         self.registrar: NamesrvRegistrar | None = None
         #: the Prometheus endpoint, when ``metrics_port`` is set (see rocketflow.broker.metrics)
         self.metrics: BrokerMetrics | None = None
+        #: the gRPC endpoint for RocketMQ 5.x clients, when ``grpc_port`` is set (see rocketflow.proxy)
+        self.grpc: GrpcServer | None = None
         self.store_host = pack_host(config.advertised_ip, config.listen_port)
         #: a master's replication service (slaves connect to it), None on a slave or before start
         self.ha_service: HAService | None = None
@@ -273,6 +279,8 @@ class BrokerController:
         self._every(config.client_scan_interval_ms, self.clients.scan_not_active_channels, "client scan")
         self._every(1000, self.stats.sample, "stats")
         self.stats.sample()
+        if config.grpc_port is not None:
+            await self._start_grpc(config.grpc_port)
         if config.metrics_port:
             metrics = BrokerMetrics(self)
             try:
@@ -296,6 +304,9 @@ class BrokerController:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self.grpc is not None:
+            await self.grpc.stop()
+            self.grpc = None
         if self.registrar is not None:
             await self.registrar.stop()
         await self.schedule.stop()
@@ -316,6 +327,18 @@ class BrokerController:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         traceback: TracebackType | None) -> None:
         await self.stop()
+
+    async def _start_grpc(self, port: int) -> None:
+        from rocketflow.proxy import BrokerAccess, GrpcServer  # needs the `grpc` extra
+
+        grpc_server = GrpcServer(BrokerAccess(self), self.config.listen_host, port)
+        try:
+            await grpc_server.start()
+        except BaseException:
+            await grpc_server.stop()
+            await self.stop()
+            raise
+        self.grpc = grpc_server
 
     def persist_all(self) -> None:
         """Write consumer offsets, delay offsets, topics and subscription groups now."""
@@ -455,6 +478,8 @@ class BrokerController:
         })
         if self.ha_service is not None:
             info.update(self.ha_service.stats())
+        if self.grpc is not None:
+            info.update(self.grpc.stats())
         if self.ha_client is not None:
             info["haMasterAddress"] = self.ha_client.master_address or ""
             info["haConnected"] = str(self.ha_client.connected).lower()

@@ -203,7 +203,7 @@ class DevCluster:
         self.broker = broker
         try:
             for broker_id in range(1, self.slave_count + 1):
-                slave_settings = {**settings, "listen_port": 0, "broker_id": broker_id,
+                slave_settings = {**settings, "listen_port": 0, "broker_id": broker_id, "grpc_port": None,
                                   "store.broker_role": BrokerRole.SLAVE,
                                   "store.store_root": self._store_dir / f"slave-{broker_id}"}
                 slave = BrokerController(build_broker_config(slave_settings))
