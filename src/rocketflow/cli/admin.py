@@ -35,6 +35,7 @@ from rocketflow.client.admin import (
     DEFAULT_QUEUE_NUMS,
     EARLIEST,
     LATEST,
+    MESSAGE_TYPES,
     Admin,
     ConsumerProgress,
     QueueLayoutWarning,
@@ -325,13 +326,18 @@ def _print_targets(action: str, topic: str, addrs: list[str], json_output: bool)
 @click.option("--perm", default=DEFAULT_PERM, show_default=True, type=click.IntRange(0, 15),
               help="Permission bits: 2 write, 4 read, 6 both.")
 @click.option("--order", is_flag=True, help="An ordered topic (also recorded in the name servers' KV config).")
+@click.option("--message-type", type=click.Choice(MESSAGE_TYPES, case_sensitive=False), default=None,
+              help="The one kind of message RocketMQ 5.x clients may send (the topic's message.type attribute) "
+                   "[default: any].")
 @_common_options
 def topic_create(topic: str, cluster: str | None, broker_addr: str | None, read_queues: int, write_queues: int,
-                 perm: int, order: bool, namesrv: str, json_output: bool, timeout: float) -> None:
+                 perm: int, order: bool, message_type: str | None, namesrv: str, json_output: bool,
+                 timeout: float) -> None:
     """Create (or overwrite) TOPIC on a cluster's masters or one broker."""
     with _session(namesrv, timeout) as session, _echo_warnings(QueueLayoutWarning):
         addrs = session.create_topic(topic, cluster=cluster, broker_addr=broker_addr, read_queue_nums=read_queues,
-                                     write_queue_nums=write_queues, perm=perm, order=order)
+                                     write_queue_nums=write_queues, perm=perm, order=order,
+                                     message_type=message_type)
     _print_targets("created", topic, addrs, json_output)
 
 
@@ -371,8 +377,10 @@ def topic_route(topic: str, namesrv: str, json_output: bool, timeout: float) -> 
     """TOPIC's route: brokers and their queues."""
     with _session(namesrv, timeout) as session:
         route = session.topic_route(topic)
+        configs = session.topic_configs(topic)
+    types = sorted({config.attributes.get("message.type", "any") for config in configs.values()})
     if json_output:
-        _print_json(route.to_json_dict())
+        _print_json({**route.to_json_dict(), "messageType": ",".join(types)})
         return
     brokers = _table(f"Brokers of {topic}", "Cluster", "Broker", "Id", "Address")
     for broker in sorted(route.broker_datas, key=lambda item: item.broker_name):
@@ -387,6 +395,8 @@ def topic_route(topic: str, namesrv: str, json_output: bool, timeout: float) -> 
     console.print(queues)
     if route.order_topic_conf:
         console.print(f"order conf: {route.order_topic_conf}")
+    if types:
+        console.print(f"message type (5.x clients): {', '.join(types)}")
 
 
 @topic_group.command("stats")
@@ -432,12 +442,12 @@ def group_list(cluster: str | None, broker_addr: str | None, namesrv: str, json_
         _print_json([_group_json(config) for config in groups])
         return
     table = _table(f"Subscription groups ({len(groups)})", "Group", "Consume", "Broadcast", "From min",
-                   "Retry queues", "Retry max", "Broker id", "Slow broker")
+                   "Retry queues", "Retry max", "Broker id", "Slow broker", "FIFO")
     for config in groups:
         table.add_row(config.group_name, str(config.consume_enable).lower(),
                       str(config.consume_broadcast_enable).lower(), str(config.consume_from_min_enable).lower(),
                       str(config.retry_queue_nums), str(config.retry_max_times), str(config.broker_id),
-                      str(config.which_broker_when_consume_slowly))
+                      str(config.which_broker_when_consume_slowly), str(config.consume_message_orderly).lower())
     _console().print(table)
 
 
@@ -454,18 +464,21 @@ def group_list(cluster: str | None, broker_addr: str | None, namesrv: str, json_
               help="The broker id consumers pull from.")
 @click.option("--which-broker-when-consume-slowly", default=1, show_default=True, type=click.IntRange(0))
 @click.option("--notify-consumer-ids-changed/--no-notify-consumer-ids-changed", default=True, show_default=True)
+@click.option("--fifo", is_flag=True,
+              help="A FIFO group (consumeMessageOrderly): RocketMQ 5.x clients get each message group in order.")
 @_common_options
 def group_create(group: str, cluster: str | None, broker_addr: str | None, retry_max_times: int,
                  retry_queue_nums: int, consume_enable: bool, consume_broadcast_enable: bool,
                  consume_from_min_enable: bool, broker_id: int, which_broker_when_consume_slowly: int,
-                 notify_consumer_ids_changed: bool, namesrv: str, json_output: bool, timeout: float) -> None:
+                 notify_consumer_ids_changed: bool, fifo: bool, namesrv: str, json_output: bool,
+                 timeout: float) -> None:
     """Create (or overwrite) subscription group GROUP."""
     config = SubscriptionGroupConfig(
         group, consume_enable=consume_enable, consume_from_min_enable=consume_from_min_enable,
         consume_broadcast_enable=consume_broadcast_enable, retry_queue_nums=retry_queue_nums,
         retry_max_times=retry_max_times, broker_id=broker_id,
         which_broker_when_consume_slowly=which_broker_when_consume_slowly,
-        notify_consumer_ids_changed_enable=notify_consumer_ids_changed)
+        notify_consumer_ids_changed_enable=notify_consumer_ids_changed, consume_message_orderly=fifo)
     with _session(namesrv, timeout) as session:
         addrs = session.create_group(config, cluster=cluster, broker_addr=broker_addr)
     if json_output:

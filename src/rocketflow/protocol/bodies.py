@@ -350,10 +350,14 @@ class TopicConfig(WireBody):
     topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False
+    #: RocketMQ 5's topic attributes (``message.type``: NORMAL, FIFO, DELAY or TRANSACTION); written only
+    #: when there are some, so 4.x peers see the 4.x shape
+    attributes: dict[str, str] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, Any]:
         return _bean(
             {
+                "attributes": dict(sorted(self.attributes.items())) if self.attributes else None,
                 "order": self.order,
                 "perm": self.perm,
                 "readQueueNums": self.read_queue_nums,
@@ -375,6 +379,8 @@ class TopicConfig(WireBody):
             topic_filter_type=reader.enum(TopicFilterType, "topicFilterType", TopicFilterType.SINGLE_TAG),
             topic_sys_flag=reader.integer("topicSysFlag", 0),
             order=reader.boolean("order", False),
+            attributes={str(key): str(value) for key, value in reader.mapping("attributes").items()}
+            if reader.data.get("attributes") is not None else {},
         )
 
     def encode_text(self) -> str:
@@ -1164,9 +1170,12 @@ class SubscriptionGroupConfig(WireBody):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    #: RocketMQ 5's FIFO group: each message group's messages are delivered one after the other (written
+    #: only when true, so 4.x peers see the 4.x shape)
+    consume_message_orderly: bool = False
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "brokerId": self.broker_id,
             "consumeBroadcastEnable": self.consume_broadcast_enable,
             "consumeEnable": self.consume_enable,
@@ -1177,6 +1186,10 @@ class SubscriptionGroupConfig(WireBody):
             "retryQueueNums": self.retry_queue_nums,
             "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
         }
+        if self.consume_message_orderly:
+            data["consumeMessageOrderly"] = True
+            data = dict(sorted(data.items()))
+        return data
 
     @classmethod
     def from_json_dict(cls, data: Any, where: str | None = None) -> Self:
@@ -1191,6 +1204,7 @@ class SubscriptionGroupConfig(WireBody):
             broker_id=reader.integer("brokerId", 0),
             which_broker_when_consume_slowly=reader.integer("whichBrokerWhenConsumeSlowly", 1),
             notify_consumer_ids_changed_enable=reader.boolean("notifyConsumerIdsChangedEnable", True),
+            consume_message_orderly=reader.boolean("consumeMessageOrderly", False),
         )
 
 

@@ -68,6 +68,41 @@ MAX_QUEUE_NUMS = 1024
 _LockBody = TypeVar("_LockBody", LockBatchRequestBody, UnlockBatchRequestBody)
 
 
+#: RocketMQ 5's topic attributes and their allowed values (None: any value)
+TOPIC_ATTRIBUTES: Final[dict[str, frozenset[str] | None]] = {
+    "message.type": frozenset({"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"}),
+    "queue.type": frozenset({"BatchCQ", "SimpleCQ"}),
+    "cleanup.policy": frozenset({"DELETE", "COMPACTION"}),
+}
+
+
+def parse_topic_attributes(text: str | None, current: dict[str, str]) -> dict[str, str] | str:
+    """UPDATE_AND_CREATE_TOPIC's ``attributes`` (``+key=value`` adds or sets, ``-key`` removes; ``,``
+    between them) applied to ``current``; or why they are refused."""
+    if not text or not text.strip():
+        return current
+    attributes = dict(current)
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        sign, rest = item[0], item[1:]
+        key, has_value, value = rest.partition("=")
+        key, value = key.strip(), value.strip()
+        if sign not in "+-" or not key:
+            return f"topic attribute {item!r} must be +key=value or -key"
+        if key not in TOPIC_ATTRIBUTES:
+            return f"unknown topic attribute {key!r} (known: {', '.join(sorted(TOPIC_ATTRIBUTES))})"
+        if sign == "-":
+            attributes.pop(key, None)
+            continue
+        allowed = TOPIC_ATTRIBUTES[key]
+        if not has_value or (allowed is not None and value not in allowed):
+            return f"topic attribute {key} must be one of {', '.join(sorted(allowed or ()))}, got {value!r}"
+        attributes[key] = value
+    return attributes
+
+
 def _decode_lock_body(cls: type[_LockBody], data: bytes, max_queues: int) -> _LockBody:
     """A (UN)LOCK_BATCH_MQ body, strictly: a legal group, a client id, at most ``max_queues`` queues with a
     legal topic, a broker name and an integer queue id >= 0 (`BodyDecodeError` naming the bad field otherwise)."""
@@ -259,8 +294,12 @@ class AdminBrokerProcessor:
         except KeyError:
             return error(request, ResponseCode.SYSTEM_ERROR,
                          f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {header.topic_filter_type!r}")
+        existing = self.broker.topics.select(topic)
+        attributes = parse_topic_attributes(header.attributes, dict(existing.attributes) if existing else {})
+        if isinstance(attributes, str):
+            return error(request, ResponseCode.SYSTEM_ERROR, attributes)
         config = TopicConfig(topic, header.read_queue_nums, header.write_queue_nums, header.perm, filter_type,
-                             header.topic_sys_flag or 0, header.order)
+                             header.topic_sys_flag or 0, header.order, attributes)
         self.broker.topics.update(config)
         return answer_when_written(self.broker.topics.written(), request.make_response(ResponseCode.SUCCESS))
 
