@@ -16,6 +16,7 @@ from rocketflow.client.message_selector import MessageSelector
 from rocketflow.client.producer import Producer
 from rocketflow.client.pull_consumer import PullConsumer
 from rocketflow.client.push_consumer import PushConsumer
+from rocketflow.client.simple_consumer import SimpleConsumer
 from rocketflow.client.transaction_producer import LocalTransactionState, TransactionProducer
 from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
 from rocketflow.protocol.message import Message, MessageExt, MessageQueue
@@ -38,6 +39,7 @@ __all__ = [
     "Producer",
     "PullConsumer",
     "PushConsumer",
+    "SimpleConsumer",
     "TransactionProducer",
     "__version__",
 ]

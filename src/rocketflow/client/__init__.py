@@ -44,6 +44,7 @@ from rocketflow.client.pull_consumer import PullConsumer, PullConsumerSettings
 from rocketflow.client.push_consumer import MAX_RECONSUME_TIMES_UNLIMITED, PushConsumer, PushConsumerSettings
 from rocketflow.client.request_reply import create_reply_message
 from rocketflow.client.route import FindBrokerResult, TopicPublishInfo
+from rocketflow.client.simple_consumer import ReceivedMessage, SimpleConsumer
 from rocketflow.client.stats import ConsumerStats
 from rocketflow.client.transaction_producer import (
     LocalTransactionState,
@@ -101,9 +102,11 @@ __all__ = [
     "PushConsumer",
     "PushConsumerSettings",
     "ReadOffsetType",
+    "ReceivedMessage",
     "RemoteBrokerOffsetStore",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
     "TopicPublishInfo",
     "TransactionListener",
     "TransactionProducer",

@@ -13,8 +13,8 @@ import grpc
 import pytest
 from v5_helpers import DevCluster, RawClient
 
-from rocketflow import ConsumeFromWhere, Message, Producer, PullConsumer, PushConsumer
-from rocketflow.client import ConsumeConcurrentlyStatus
+from rocketflow import ConsumeFromWhere, Message, Producer, PullConsumer, PushConsumer, SimpleConsumer
+from rocketflow.client import ConsumeConcurrentlyStatus, MQBrokerError, ReceivedMessage
 from rocketflow.client.admin import Admin
 from rocketflow.proxy.v2 import definition_pb2 as pb
 from rocketflow.proxy.v2 import service_pb2 as spb
@@ -300,3 +300,40 @@ def test_server_streams_status_messages_then_time(client: RawClient, admin: Admi
     kinds = [response.WhichOneof("content") for response in
              client.stub.ReceiveMessage(request, metadata=client.metadata, timeout=10)]
     assert kinds == ["status", "message", "delivery_timestamp"]
+
+
+def test_rocketflow_simple_consumer(admin: Admin, cluster: DevCluster) -> None:
+    topic, group = fresh(admin, queues=2)
+    assert cluster.broker is not None and cluster.broker.grpc is not None
+    producer = Producer(f"prod-{next(_names)}", cluster.namesrv_addr)
+    producer.start()
+    try:
+        for i in range(4):
+            producer.send(Message(topic, f"s{i}".encode(), tags="T", keys=f"key{i}", properties={"i": str(i)}))
+    finally:
+        producer.shutdown()
+    with SimpleConsumer(group, cluster.broker.grpc.address, {topic: "*"}, await_duration=1.0) as consumer:
+        got: list[ReceivedMessage] = []
+        deadline = time.monotonic() + 15
+        while len(got) < 4 and time.monotonic() < deadline:
+            got += consumer.receive(8, invisible_duration=1.0)
+        assert sorted(m.body for m in got) == [b"s0", b"s1", b"s2", b"s3"]
+        assert all(m.tags == "T" and m.delivery_attempt == 1 for m in got)
+        by_body = {m.body: m for m in got}
+        assert by_body[b"s2"].keys == ["key2"] and by_body[b"s2"].properties == {"i": "2"}
+        consumer.ack(by_body[b"s0"])
+        consumer.ack(by_body[b"s1"])
+        old = by_body[b"s2"].receipt_handle
+        consumer.change_invisible_duration(by_body[b"s2"], 30.0)
+        assert by_body[b"s2"].receipt_handle != old
+        consumer.ack(by_body[b"s2"])
+        with pytest.raises(MQBrokerError, match="INVALID_RECEIPT_HANDLE"):
+            consumer.ack(by_body[b"s0"])
+        # s3 was not acked: it comes back, attempt 2
+        again: list[ReceivedMessage] = []
+        deadline = time.monotonic() + 10
+        while not again and time.monotonic() < deadline:
+            again = consumer.receive(8, invisible_duration=5.0)
+        assert [(m.body, m.delivery_attempt) for m in again] == [(b"s3", 2)]
+        consumer.ack(again[0])
+        assert consumer.receive(8) == []
