@@ -4,6 +4,7 @@ rocketflow's 4.x-protocol clients."""
 
 from __future__ import annotations
 
+import json
 import threading
 import time
 from collections.abc import Iterator
@@ -337,3 +338,25 @@ def test_rocketflow_simple_consumer(admin: Admin, cluster: DevCluster) -> None:
         assert [(m.body, m.delivery_attempt) for m in again] == [(b"s3", 2)]
         consumer.ack(again[0])
         assert consumer.receive(8) == []
+
+
+def test_admin_cli_sets_message_type_and_fifo(cluster: DevCluster) -> None:
+    from click.testing import CliRunner
+
+    from rocketflow.cli.main import cli
+
+    runner = CliRunner()
+    namesrv = ["-n", cluster.namesrv_addr]
+    created = runner.invoke(cli, ["admin", "topic", "create", "cli-fifo-topic", "--message-type", "FIFO", *namesrv])
+    assert created.exit_code == 0, created.output
+    group = runner.invoke(cli, ["admin", "group", "create", "cli-fifo-group", "--fifo", "--json", *namesrv])
+    assert group.exit_code == 0 and json.loads(group.output)["config"]["consumeMessageOrderly"] is True
+    deadline = time.monotonic() + 10
+    while True:
+        route = runner.invoke(cli, ["admin", "topic", "route", "cli-fifo-topic", "--json", *namesrv])
+        if route.exit_code == 0 or time.monotonic() > deadline:
+            break
+        time.sleep(0.2)
+    assert route.exit_code == 0 and json.loads(route.output)["messageType"] == "FIFO", route.output
+    groups = runner.invoke(cli, ["admin", "group", "list", "--json", *namesrv])
+    assert any(g["groupName"] == "cli-fifo-group" and g.get("consumeMessageOrderly") for g in json.loads(groups.output))
