@@ -1,10 +1,18 @@
-"""The gRPC endpoint's speed: receive+ack of a raw grpc.aio load generator (batches of 32), the official
-Python 5.x client's send and receive+ack, beside rocketflow's own 4.x pull drain and push consume of the
-same messages, all against one ``rocketflow dev`` (its CPU time measured per phase).
+"""The gRPC endpoint's speed: receive+ack by a raw load generator (batches of 32), the official Python
+5.x client's send and receive+ack, beside rocketflow's own 4.x pull drain and push consume of the same
+messages, all against one ``rocketflow dev`` (its CPU time measured per phase); and the ceiling of any
+grpc.aio server here: a minimal grpc.aio server that answers the same receives and acks with
+pre-built responses of the same sizes, driven by the same generator in the same run.
 
     .venv/bin/python bench/grpc_bench.py            # 50,000 messages
     .venv/bin/python bench/grpc_bench.py --quick    # 10,000
     .venv/bin/python bench/grpc_bench.py --py5-python .interop/venv-py5/bin/python   # + the official client
+    .venv/bin/python bench/grpc_bench.py --quick --src /tmp/old/src   # the broker from another tree
+
+The generator is `--generators` processes (2), each with `--channels` channels (2) and `--streams`
+receive loops (8) over them: a loop receives 32 (one streamed response per message, read as bytes
+and parsed with upb), then acks them in one AckMessage. Its CPU is measured in its processes, apart
+from the broker's.
 
 Target: the endpoint's receive+ack >= 0.5x the 4.x pull drain of the same messages.
 """
@@ -31,7 +39,6 @@ from rocketflow import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Pro
 from rocketflow.client.admin import Admin
 from rocketflow.proxy.v2 import definition_pb2 as pb
 from rocketflow.proxy.v2 import service_pb2 as spb
-from rocketflow.proxy.v2 import service_pb2_grpc as sgrpc
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 32
@@ -44,10 +51,13 @@ def cpu_seconds(pid: int) -> float:
 
 
 class Dev:
-    def __init__(self, store: Path) -> None:
-        argv = [str(Path(sys.executable).with_name("rocketflow")), "dev", "--namesrv-port", "0", "--broker-port",
-                "0", "--grpc-port", "0", "--store-dir", str(store), "--set", "grpc_max_receive_batch=1024", *EXTRA]
-        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    def __init__(self, store: Path, src: Path | None = None) -> None:
+        argv = [sys.executable, "-c", "import sys; from rocketflow.cli.main import cli; sys.exit(cli())", "dev",
+                "--namesrv-port", "0", "--broker-port", "0", "--grpc-port", "0", "--store-dir", str(store),
+                "--set", "grpc_max_receive_batch=1024", *EXTRA]
+        env = dict(os.environ)
+        env["PYTHONPATH"] = str(src or ROOT / "src") + os.pathsep + env.get("PYTHONPATH", "")
+        self.process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env)
         found: dict[str, str] = {}
         assert self.process.stdout is not None
         for line in self.process.stdout:
@@ -67,12 +77,6 @@ class Dev:
         self.process.wait(30)
 
 
-def timed(dev: Dev, action: Any) -> tuple[float, float, Any]:
-    cpu, start = dev.cpu(), time.perf_counter()
-    result = action()
-    return time.perf_counter() - start, dev.cpu() - cpu, result
-
-
 def preload(namesrv: str, topic: str, count: int, size: int) -> None:
     producer = Producer("bench-preload", namesrv)
     producer.start()
@@ -85,34 +89,186 @@ def preload(namesrv: str, topic: str, count: int, size: int) -> None:
         producer.shutdown()
 
 
-async def raw_receive_ack(address: str, topic: str, group: str, count: int, receivers: int) -> int:
+RECEIVE_PATH = "/apache.rocketmq.v2.MessagingService/ReceiveMessage"
+ACK_PATH = "/apache.rocketmq.v2.MessagingService/AckMessage"
+
+
+def _identity(data: bytes) -> bytes:
+    return data
+
+
+async def generate(address: str, topic: str, group: str, quota: int, channels: int, streams: int,
+                   start: threading.Event | None = None) -> dict[str, float]:
+    """Receive+ack loops until ``quota`` messages are acked or a receive finds none; what it did."""
+    receive_request = spb.ReceiveMessageRequest(
+        group=pb.Resource(name=group), message_queue=pb.MessageQueue(topic=pb.Resource(name=topic)),
+        filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"), batch_size=BATCH)
+    receive_request.invisible_duration.seconds = 60
+    receive_request.long_polling_timeout.seconds = 0  # an empty receive means drained: stop at once
+    request = receive_request.SerializeToString()
+    metadata = (("x-mq-client-id", f"bench-raw-{os.getpid()}"),)
+    parse = spb.ReceiveMessageResponse.FromString
     done = 0
-    metadata = (("x-mq-client-id", "bench-raw"),)
-    async with grpc.aio.insecure_channel(address) as channel:
-        stub = sgrpc.MessagingServiceStub(channel)
+    last = 0.0
+    opened = [grpc.aio.insecure_channel(address) for _ in range(channels)]
+    try:
+        for channel in opened:
+            await channel.channel_ready()
+        calls = [(channel.unary_stream(RECEIVE_PATH, request_serializer=_identity, response_deserializer=_identity),
+                  channel.unary_unary(ACK_PATH, request_serializer=_identity, response_deserializer=_identity))
+                 for channel in opened]
+        if start is not None:
+            await asyncio.to_thread(start.wait)
+        cpu, begin = time.process_time(), time.time()
 
-        async def worker() -> None:
-            nonlocal done
-            request = spb.ReceiveMessageRequest(
-                group=pb.Resource(name=group), message_queue=pb.MessageQueue(topic=pb.Resource(name=topic)),
-                filter_expression=pb.FilterExpression(type=pb.TAG, expression="*"), batch_size=BATCH)
-            request.invisible_duration.seconds = 60
-            request.long_polling_timeout.seconds = 1
-            empty = 0
-            while done < count and empty < 3:
-                handles = [response.message.system_properties.receipt_handle
-                           async for response in stub.ReceiveMessage(request, metadata=metadata, timeout=30)
-                           if response.HasField("message")]
+        async def loop(receive: Any, ack: Any) -> None:
+            nonlocal done, last
+            while done < quota:
+                handles = []
+                async for raw in receive(request, metadata=metadata, timeout=30):
+                    response = parse(raw)
+                    if response.HasField("message"):
+                        handles.append(response.message.system_properties.receipt_handle)
                 if not handles:
-                    empty += 1
-                    continue
+                    return
                 entries = [spb.AckMessageEntry(message_id="m", receipt_handle=handle) for handle in handles]
-                await stub.AckMessage(spb.AckMessageRequest(group=request.group, topic=request.message_queue.topic,
-                                                            entries=entries), metadata=metadata, timeout=30)
+                answer = spb.AckMessageResponse.FromString(await ack(spb.AckMessageRequest(
+                    group=receive_request.group, topic=receive_request.message_queue.topic,
+                    entries=entries).SerializeToString(), metadata=metadata, timeout=30))
+                if answer.status.code != pb.OK:
+                    raise RuntimeError(f"ack failed: {answer.status}")
                 done += len(handles)
+                last = time.time()
 
-        await asyncio.gather(*(worker() for _ in range(receivers)))
-    return done
+        await asyncio.gather(*(loop(*calls[i % channels]) for i in range(streams)))
+        return {"messages": done, "begin": begin, "end": last or time.time(), "cpu": time.process_time() - cpu}
+    finally:
+        for channel in opened:
+            await channel.close()
+
+
+def generator_main(args: argparse.Namespace) -> None:
+    """One generator process: waits for a line on stdin, then runs; prints what it did as JSON."""
+    start = threading.Event()
+
+    def wait_for_go() -> None:
+        sys.stdin.readline()
+        start.set()
+
+    print("ready", flush=True)
+    threading.Thread(target=wait_for_go, daemon=True).start()
+    result = asyncio.run(generate(args.generate, args.topic, args.group, args.quota, args.channels, args.streams,
+                                  start))
+    print(json.dumps(result), flush=True)
+
+
+def run_generators(address: str, topic: str, group: str, count: int, args: argparse.Namespace, *,
+                   split: bool) -> tuple[int, float, float]:
+    """`args.generators` generator processes on ``address``; (messages, wall seconds, their CPU seconds).
+    ``split``: each takes its share of ``count`` (a source that never runs dry), else all drain together."""
+    quota = -(-count // args.generators) if split else count
+    argv = [sys.executable, __file__, "--generate", address, "--topic", topic, "--group", group, "--quota",
+            str(quota), "--channels", str(args.channels), "--streams", str(args.streams)]
+    processes = [subprocess.Popen(argv, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                 for _ in range(args.generators)]
+    try:
+        for process in processes:
+            assert process.stdout is not None
+            if process.stdout.readline().strip() != "ready":
+                raise RuntimeError("a generator did not start")
+        begin = time.time()
+        for process in processes:
+            assert process.stdin is not None
+            process.stdin.write("go\n")
+            process.stdin.close()
+        results = []
+        for process in processes:
+            assert process.stdout is not None
+            out = process.stdout.read()
+            if process.wait(900) != 0:
+                raise RuntimeError(f"a generator failed ({process.returncode})")
+            results.append(json.loads(out.strip().splitlines()[-1]))
+    finally:
+        for process in processes:
+            if process.poll() is None:
+                process.kill()
+    messages = sum(int(result["messages"]) for result in results)
+    return messages, max(result["end"] for result in results) - begin, sum(result["cpu"] for result in results)
+
+
+def echo_responses(size: int) -> tuple[list[bytes], bytes]:
+    """The ceiling server's answers: a receive's responses (status, 32 messages, delivery timestamp) and
+    an ack's, each the size the broker's are for messages of ``size`` bytes."""
+    from rocketflow.protocol.message import MessageExt
+    from rocketflow.proxy import convert
+
+    now = int(time.time() * 1000)
+    responses = [spb.ReceiveMessageResponse(status=pb.Status(code=pb.OK, message="OK")).SerializeToString()]
+    handles = []
+    for i in range(BATCH):
+        handle = f"{i % 8}.{100_000 + i}.{1_000_000 + i}.0123456789abcdef"
+        handles.append(handle)
+        message = MessageExt("bench-grpc", b"x" * size, properties={
+            "TAGS": "T", "KEYS": f"k{i}", "UNIQ_KEY": f"7F00000100012A9F0000000000{i:06X}", "WAIT": "true"},
+            queue_id=i % 8, queue_offset=100_000 + i, born_timestamp=now, store_timestamp=now,
+            born_host=("127.0.0.1", 50_000))
+        responses.append(spb.ReceiveMessageResponse(message=convert.incoming(
+            message, topic="bench-grpc", receipt_handle=handle, attempt=1, invisible_ms=60_000,
+            store_host="127.0.0.1:10911")).SerializeToString())
+    responses.append(spb.ReceiveMessageResponse(delivery_timestamp=convert.to_timestamp(now)).SerializeToString())
+    ack = spb.AckMessageResponse(status=pb.Status(code=pb.OK, message="OK"), entries=[
+        spb.AckMessageResultEntry(message_id="m", receipt_handle=handle, status=pb.Status(code=pb.OK, message="OK"))
+        for handle in handles]).SerializeToString()
+    return responses, ack
+
+
+def echo_main(args: argparse.Namespace) -> None:
+    """The ceiling: a grpc.aio server with the endpoint's options and event loop whose ReceiveMessage and
+    AckMessage answer pre-built responses (requests still parsed, as any server must); prints its port."""
+    from rocketflow.net.event_loop import run
+
+    responses, ack = echo_responses(args.size)
+
+    async def receive(request: bytes, context: Any) -> Any:
+        spb.ReceiveMessageRequest.FromString(request)
+        for response in responses:
+            yield response
+
+    async def acknowledge(request: bytes, context: Any) -> bytes:
+        spb.AckMessageRequest.FromString(request)
+        return ack
+
+    async def serve() -> None:
+        server = grpc.aio.server(options=[("grpc.so_reuseport", 0), ("grpc.max_send_message_length", -1)])
+        handlers = {"ReceiveMessage": grpc.unary_stream_rpc_method_handler(receive, _identity, _identity),
+                    "AckMessage": grpc.unary_unary_rpc_method_handler(acknowledge, _identity, _identity)}
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(
+            "apache.rocketmq.v2.MessagingService", handlers),))
+        port = server.add_insecure_port("127.0.0.1:0")
+        await server.start()
+        print(f"echo listening on 127.0.0.1:{port}", flush=True)
+        await server.wait_for_termination()
+
+    run(serve())
+
+
+class Echo:
+    def __init__(self, size: int) -> None:
+        self.process = subprocess.Popen([sys.executable, __file__, "--echo-server", "--size", str(size)],
+                                        stdout=subprocess.PIPE, text=True)
+        assert self.process.stdout is not None
+        line = self.process.stdout.readline()
+        match = re.search(r"echo listening on (\S+)", line)
+        if match is None:
+            raise RuntimeError(f"the echo server did not start: {line!r}")
+        self.address = match.group(1)
+
+    def cpu(self) -> float:
+        return cpu_seconds(self.process.pid)
+
+    def stop(self) -> None:
+        self.process.terminate()
+        self.process.wait(30)
 
 
 def pull_drain(namesrv: str, topic: str, count: int) -> int:
@@ -188,28 +344,63 @@ def main() -> None:
     parser.add_argument("--messages", type=int, default=50_000)
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--size", type=int, default=100)
-    parser.add_argument("--receivers", type=int, default=4, help="concurrent raw receive loops")
+    parser.add_argument("--generators", type=int, default=2, help="load generator processes")
+    parser.add_argument("--channels", type=int, default=2, help="channels per generator process")
+    parser.add_argument("--streams", type=int, default=8, help="receive+ack loops per generator process")
+    parser.add_argument("--no-echo", action="store_true", help="skip the ceiling (pre-built responses)")
+    parser.add_argument("--src", type=Path, default=None, help="source tree the broker runs from (default: ./src)")
     parser.add_argument("--py5-python", default=str(ROOT / ".interop" / "venv-py5" / "bin" / "python"),
                         help="a python with rocketmq-python-client (skipped when missing)")
     parser.add_argument("--py5-messages", type=int, default=2000)
     parser.add_argument("--output", default=str(ROOT / "bench" / "results" / "grpc_bench.json"))
+    parser.add_argument("--generate", help=argparse.SUPPRESS)  # one generator process (internal)
+    parser.add_argument("--topic", help=argparse.SUPPRESS)
+    parser.add_argument("--group", help=argparse.SUPPRESS)
+    parser.add_argument("--quota", type=int, help=argparse.SUPPRESS)
+    parser.add_argument("--echo-server", action="store_true", help=argparse.SUPPRESS)
     args = parser.parse_args()
+    if args.generate:
+        generator_main(args)
+        return
+    if args.echo_server:
+        echo_main(args)
+        return
     count = 10_000 if args.quick else args.messages
-    rows: list[tuple[str, int, float, float]] = []
+    generator = f"x{args.generators} processes x{args.streams} loops"
+    #: phase, messages, wall seconds, server CPU seconds, client CPU seconds
+    rows: list[tuple[str, int, float, float, float]] = []
+
+    def in_process(server_cpu: Any, action: Any) -> tuple[float, float, float, Any]:
+        cpu, own, start = server_cpu(), time.process_time(), time.perf_counter()
+        result = action()
+        return time.perf_counter() - start, server_cpu() - cpu, time.process_time() - own, result
+
+    def generated(server_cpu: Any, address: str, topic: str, group: str, *, split: bool) -> tuple[int, float, float,
+                                                                                                  float]:
+        cpu = server_cpu()
+        got, wall, client_cpu = run_generators(address, topic, group, count, args, split=split)
+        return got, wall, server_cpu() - cpu, client_cpu
+
     with tempfile.TemporaryDirectory(prefix="grpc-bench-") as tmp:
-        dev = Dev(Path(tmp) / "store")
+        if not args.no_echo:
+            echo = Echo(args.size)
+            try:
+                got, wall, cpu, client = generated(echo.cpu, echo.address, "bench-grpc", "bench-echo", split=True)
+                rows.append((f"ceiling: grpc.aio, pre-built responses, {generator}", got, wall, cpu, client))
+            finally:
+                echo.stop()
+        dev = Dev(Path(tmp) / "store", args.src)
         try:
             with Admin(dev.namesrv) as admin:
                 admin.ensure_topic("bench-grpc", queues=8)
                 admin.ensure_topic("bench-py5", queues=8)
             preload(dev.namesrv, "bench-grpc", count, args.size)
-            wall, cpu, got = timed(dev, lambda: pull_drain(dev.namesrv, "bench-grpc", count))
-            rows.append(("4.x PullConsumer drain (poll)", got, wall, cpu))
-            wall, cpu, got = timed(dev, lambda: push_consume(dev.namesrv, "bench-grpc", count))
-            rows.append(("4.x PushConsumer consume", got, wall, cpu))
-            wall, cpu, got = timed(dev, lambda: asyncio.run(raw_receive_ack(
-                dev.grpc, "bench-grpc", "bench-raw", count, args.receivers)))
-            rows.append((f"gRPC receive+ack, raw grpc.aio x{args.receivers} (batch {BATCH})", got, wall, cpu))
+            wall, cpu, client, got = in_process(dev.cpu, lambda: pull_drain(dev.namesrv, "bench-grpc", count))
+            rows.append(("4.x PullConsumer drain (poll)", got, wall, cpu, client))
+            wall, cpu, client, got = in_process(dev.cpu, lambda: push_consume(dev.namesrv, "bench-grpc", count))
+            rows.append(("4.x PushConsumer consume", got, wall, cpu, client))
+            got, wall, cpu, client = generated(dev.cpu, dev.grpc, "bench-grpc", "bench-raw", split=False)
+            rows.append((f"gRPC receive+ack, raw, {generator} (batch {BATCH})", got, wall, cpu, client))
             if Path(args.py5_python).exists():
                 cpu0 = dev.cpu()
                 completed = subprocess.run([args.py5_python, "-c", PY5_SCRIPT, dev.grpc, "bench-py5", "bench-py5-g",
@@ -220,27 +411,39 @@ def main() -> None:
                     times = json.loads(completed.stdout.strip().splitlines()[-1])
                     share = times["send_s"] / (times["send_s"] + times["receive_ack_s"])
                     rows.append(("official Python client: send (one at a time)", args.py5_messages,
-                                 times["send_s"], cpu_total * share))
+                                 times["send_s"], cpu_total * share, float("nan")))
                     rows.append(("official Python client: receive+ack (batch 32)", args.py5_messages,
-                                 times["receive_ack_s"], cpu_total * (1 - share)))
+                                 times["receive_ack_s"], cpu_total * (1 - share), float("nan")))
                 else:
                     print("official Python client failed:", completed.stderr[-2000:])
             else:
                 print(f"(no official Python client at {args.py5_python}: run the interop tests once to install it)")
         finally:
             dev.stop()
-    print(f"\n{'phase':58} {'msgs':>7} {'msg/s':>9} {'broker CPU us/msg':>18}")
-    for name, got, wall, cpu in rows:
-        print(f"{name:58} {got:7d} {got / wall:9.0f} {cpu / max(got, 1) * 1e6:18.1f}")
-    pull = rows[0][1] / rows[0][2]
-    raw = next(row for row in rows if row[0].startswith("gRPC"))
-    ratio = (raw[1] / raw[2]) / pull
-    print(f"\nreceive+ack / 4.x pull drain: {ratio:.2f}x (target >= 0.5x)")
+    print(f"\n{'phase':62} {'msgs':>7} {'msg/s':>9} {'server CPU us/msg':>18} {'client CPU us/msg':>18}")
+    for name, got, wall, cpu, client in rows:
+        print(f"{name:62} {got:7d} {got / wall:9.0f} {cpu / max(got, 1) * 1e6:18.1f} "
+              f"{client / max(got, 1) * 1e6:18.1f}")
+
+    def rate(prefix: str) -> tuple[float, float] | None:
+        row = next((row for row in rows if row[0].startswith(prefix)), None)
+        return None if row is None else (row[1] / row[2], row[3] / max(row[1], 1) * 1e6)
+
+    pull, raw, ceiling = rate("4.x PullConsumer"), rate("gRPC receive+ack"), rate("ceiling")
+    assert pull is not None and raw is not None
+    summary = {"receive_ack_vs_pull": raw[0] / pull[0]}
+    print(f"\nreceive+ack / 4.x pull drain: {raw[0] / pull[0]:.2f}x (target >= 0.5x)")
+    if ceiling is not None:
+        summary["ceiling_vs_pull"] = ceiling[0] / pull[0]
+        summary["receive_ack_vs_ceiling"] = raw[0] / ceiling[0]
+        print(f"ceiling / 4.x pull drain: {ceiling[0] / pull[0]:.2f}x; receive+ack / ceiling: "
+              f"{raw[0] / ceiling[0]:.2f}x (broker {raw[1]:.0f} us/msg of CPU, ceiling server {ceiling[1]:.0f})")
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({"messages": count, "size": args.size, "ratio": ratio, "rows": [
-        {"phase": name, "messages": got, "seconds": wall, "broker_cpu_seconds": cpu} for name, got, wall, cpu in rows
-    ]}, indent=2))
+    output.write_text(json.dumps({"messages": count, "size": args.size, "generators": args.generators,
+                                  "channels": args.channels, "streams": args.streams, **summary, "rows": [
+        {"phase": name, "messages": got, "seconds": wall, "server_cpu_seconds": cpu, "client_cpu_seconds": client}
+        for name, got, wall, cpu, client in rows]}, indent=2))
 
 
 if __name__ == "__main__":
