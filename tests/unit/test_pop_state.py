@@ -140,6 +140,9 @@ KILLED_WRITER = textwrap.dedent("""
     state.checkpoint()
     for text in handles[60:90]:
         state.ack("g", "t", state.parse_handle("g", "t", text))
+    with state.batch():
+        for text in handles[90:95]:
+            state.ack("g", "t", state.parse_handle("g", "t", text))
     print("ready", flush=True)
     sys.stdin.read()
 """)
@@ -158,7 +161,36 @@ def test_nothing_is_lost_when_the_process_is_killed(tmp_path: Path) -> None:
     state = opened(tmp_path)
     queue = state.queue("g", "t", 0)
     assert queue is not None and queue.cursor == 100
-    assert sorted(queue.inflight) == list(range(90, 100))
+    assert sorted(queue.inflight) == list(range(95, 100))
+
+
+def test_a_batch_writes_its_changes_at_once(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    state = opened(tmp_path)
+    writes: list[bytes] = []
+    real_write = os.write
+
+    def counting_write(fd: int, data: bytes) -> int:
+        writes.append(bytes(data))
+        return real_write(fd, data)
+
+    monkeypatch.setattr(os, "write", counting_write)
+    with state.batch():
+        handles = state.record_receive(G, T, 0, [(0, 1), (1, 1)], invisible_until=1_000, cursor=2)
+        state.record_receive(G, T, 1, [(7, 1)], invisible_until=1_000, cursor=8)
+        with state.batch():  # nested: the outer batch writes
+            state.ack(G, T, parse(state, handles[0]))
+        assert writes == []
+    assert len(writes) == 1 and writes[0].count(b"\n") == 5  # S and R for each queue, then A
+    with pytest.raises(RuntimeError), state.batch():  # what was changed is written even when the block raises
+        state.ack(G, T, parse(state, handles[1]))
+        raise RuntimeError("boom")
+    assert len(writes) == 2
+    monkeypatch.undo()
+    state.close()
+    again = opened(tmp_path)
+    assert again.queue(G, T, 0) is not None and again.queue(G, T, 0).inflight == {}  # type: ignore[union-attr]
+    queue1 = again.queue(G, T, 1)
+    assert queue1 is not None and set(queue1.inflight) == {7} and queue1.cursor == 8
 
 
 @pytest.mark.parametrize("checkpoint_first", [False, True])

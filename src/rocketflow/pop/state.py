@@ -12,7 +12,8 @@ and the sequence number makes a stale one (from an earlier delivery, or before a
 change) fail: only the current delivery's handle acks or re-hides a message.
 
 Persistence (docs/design/pop.md): every change is one line appended to ``pop-<generation>.log`` with
-a plain ``write`` before the caller answers, so a killed broker (kill -9) loses nothing; the log is
+a plain ``write`` before the caller answers, so a killed broker (kill -9) loses nothing (the changes
+of one request, made inside `PopState.batch`, go out in one ``write``); the log is
 fsynced every ``flush_interval_ms`` (a power loss may forget the acks and receives of that last
 interval: those messages are delivered again). A checkpoint writes the whole state to
 ``pop-snapshot.json`` (atomically) and starts a new log generation; loading reads the snapshot and
@@ -29,12 +30,18 @@ import logging
 import os
 import secrets
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
 import orjson
+
+_keyed_hmac: Callable[[bytes, bytes, str], Any] | None
+try:  # OpenSSL's HMAC object itself: copying a keyed one costs half of hmac.new (no Python wrapper)
+    from _hashlib import hmac_new as _keyed_hmac
+except ImportError:  # pragma: no cover - CPython without OpenSSL
+    _keyed_hmac = None
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +50,8 @@ SECRET_FILE: Final = "pop-secret"
 LOG_PREFIX: Final = "pop-"
 LOG_SUFFIX: Final = ".log"
 _MAC_BYTES: Final = 8
+#: (group, topic) pairs whose keyed HMAC is kept
+_MAC_CACHE: Final = 4096
 
 
 @dataclass(slots=True)
@@ -99,6 +108,10 @@ class PopState:
         self._secret = b""
         self._unflushed = False
         self._fd_lock = threading.Lock()
+        #: log lines held back by `batch`, written when it ends
+        self._held: list[bytes] | None = None
+        #: per (group, topic): an HMAC keyed with the secret that has read "group\0topic\0"
+        self._macs: dict[tuple[str, str], Any] = {}
         #: log lines since the last checkpoint (a checkpoint is due when they outgrow the state)
         self.lines_since_checkpoint = 0
 
@@ -108,6 +121,7 @@ class PopState:
         """Load the snapshot and replay the logs, then start a fresh log generation."""
         self.directory.mkdir(parents=True, exist_ok=True)
         self._secret = self._load_secret()
+        self._macs.clear()
         snapshot = self.directory / SNAPSHOT_FILE
         start_generation = 0
         if snapshot.exists():
@@ -170,9 +184,33 @@ class PopState:
     def _append(self, record: list[Any]) -> None:
         if self._log_fd is None:
             raise RuntimeError("pop state is not open")
-        os.write(self._log_fd, orjson.dumps(record) + b"\n")
-        self._unflushed = True
+        line = orjson.dumps(record) + b"\n"
         self.lines_since_checkpoint += 1
+        if self._held is not None:
+            self._held.append(line)
+            return
+        os.write(self._log_fd, line)
+        self._unflushed = True
+
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """The changes made inside go to the log in one ``write`` when the block ends (also when it
+        raises), as they would one by one. Call no ``await`` inside: the block must end before any
+        other request's changes, and before the caller answers."""
+        if self._held is not None:  # nested: the outer block writes
+            yield
+            return
+        held: list[bytes] = []
+        self._held = held
+        try:
+            yield
+        finally:
+            self._held = None
+            if held:
+                if self._log_fd is None:
+                    raise RuntimeError("pop state is not open")
+                os.write(self._log_fd, b"".join(held))
+                self._unflushed = True
 
     def _replay(self, path: Path) -> None:
         try:
@@ -265,8 +303,18 @@ class PopState:
     # ------------------------------------------------------------------ handles
 
     def _mac(self, group: str, topic: str, queue_id: int, offset: int, seq: int) -> str:
-        text = f"{group}\x00{topic}\x00{queue_id}\x00{offset}\x00{seq}".encode()
-        return hmac.new(self._secret, text, hashlib.sha256).digest()[:_MAC_BYTES].hex()
+        """HMAC-SHA256 over "group\0topic\0queue\0offset\0seq" under the secret, first bytes in hex."""
+        keyed = self._macs.get((group, topic))
+        if keyed is None:
+            if len(self._macs) >= _MAC_CACHE:
+                self._macs.clear()
+            prefix = f"{group}\x00{topic}\x00".encode()
+            keyed = _keyed_hmac(self._secret, prefix, "sha256") if _keyed_hmac is not None else hmac.new(
+                self._secret, prefix, hashlib.sha256)
+            self._macs[(group, topic)] = keyed
+        mac = keyed.copy()
+        mac.update(f"{queue_id}\x00{offset}\x00{seq}".encode())
+        return mac.digest()[:_MAC_BYTES].hex()
 
     def handle(self, group: str, topic: str, queue_id: int, entry: Inflight) -> str:
         """The receipt handle of ``entry``'s current delivery."""

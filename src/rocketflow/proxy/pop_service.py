@@ -15,7 +15,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -199,6 +199,13 @@ class PopService:
     def _take(self, group: str, topic: str, queue_ids: list[int], batch: int, invisible_ms: int, fifo: bool,
               message_filter: MessageFilter, max_attempts: int
               ) -> tuple[list[Received], list[tuple[int, Inflight, MessageExt | None]]]:
+        with self.state.batch():  # one log write for the whole receive
+            return self._take_batched(group, topic, queue_ids, batch, invisible_ms, fifo, message_filter,
+                                      max_attempts)
+
+    def _take_batched(self, group: str, topic: str, queue_ids: list[int], batch: int, invisible_ms: int, fifo: bool,
+                      message_filter: MessageFilter, max_attempts: int
+                      ) -> tuple[list[Received], list[tuple[int, Inflight, MessageExt | None]]]:
         now = now_ms()
         until = now + invisible_ms
         found: list[Received] = []
@@ -310,15 +317,29 @@ class PopService:
     # ------------------------------------------------------------------ ack and change
 
     def ack(self, group: str, topic: str, receipt_handle: str) -> HandleError | None:
-        handle = self.state.parse_handle(group, topic, receipt_handle)
-        if isinstance(handle, HandleError):
-            return handle
-        done = self.state.ack(group, topic, handle)
-        if isinstance(done, HandleError):
-            return done
-        self.acked += 1
-        self._commit(group, topic, handle.queue_id)
-        return None
+        return self.ack_many(group, topic, [receipt_handle])[0]
+
+    def ack_many(self, group: str, topic: str, receipt_handles: Iterable[str]) -> list[HandleError | None]:
+        """Ack each handle (in one log write); per handle, None or why it was refused."""
+        state = self.state
+        outcomes: list[HandleError | None] = []
+        touched: set[int] = set()
+        with state.batch():
+            for receipt_handle in receipt_handles:
+                handle = state.parse_handle(group, topic, receipt_handle)
+                if isinstance(handle, HandleError):
+                    outcomes.append(handle)
+                    continue
+                done = state.ack(group, topic, handle)
+                if isinstance(done, HandleError):
+                    outcomes.append(done)
+                    continue
+                outcomes.append(None)
+                touched.add(handle.queue_id)
+        self.acked += outcomes.count(None)
+        for queue_id in touched:
+            self._commit(group, topic, queue_id)
+        return outcomes
 
     def change_invisible(self, group: str, topic: str, receipt_handle: str,
                          invisible_ms: int) -> tuple[str, Inflight] | HandleError:
