@@ -23,7 +23,7 @@ from rocketflow.proxy.v2 import definition_pb2 as pb
 MESSAGE_GROUP_PROPERTY: Final = MessageConst.SHARDING_KEY
 DELIVER_MS_PROPERTY: Final = "TIMER_DELIVER_MS"
 #: properties the store or RocketMQ sets: a 5.x client may not send them as user properties
-_SYSTEM_PROPERTIES: Final = frozenset(
+SYSTEM_PROPERTIES: Final = frozenset(
     value for name, value in vars(MessageConst).items() if name.isupper() and isinstance(value, str)
 ) | frozenset({
     DELIVER_MS_PROPERTY, "__STARTDELIVERTIME", "TIMER_DELAY_SEC", "TIMER_DELAY_MS", "TIMER_OUT_MS",
@@ -121,7 +121,7 @@ def outgoing(message: pb.Message, *, max_body_size: int, max_decompressed: int) 
             raise BadMessage(pb.MESSAGE_CORRUPTED, f"the body is not gzip data: {exc}") from None
     properties: dict[str, str] = {}
     for key, value in message.user_properties.items():
-        if key in _SYSTEM_PROPERTIES or not key:
+        if key in SYSTEM_PROPERTIES or not key:
             raise BadMessage(pb.ILLEGAL_MESSAGE_PROPERTY_KEY, f"the user property {key!r} is a reserved name")
         properties[key] = value
     if system.HasField("tag"):
@@ -175,7 +175,7 @@ def incoming(message: MessageExt, *, topic: str, receipt_handle: str | None = No
     out = pb.Message()
     out.topic.name = topic
     for key, value in properties.items():
-        if key not in _SYSTEM_PROPERTIES:
+        if key not in SYSTEM_PROPERTIES:
             out.user_properties[key] = value
     system = out.system_properties
     tag = properties.get(MessageConst.TAGS)
@@ -215,6 +215,6 @@ def incoming(message: MessageExt, *, topic: str, receipt_handle: str | None = No
     return out
 
 
-__all__ = ["DELIVER_MS_PROPERTY", "MESSAGE_GROUP_PROPERTY", "TYPES_BY_NAME", "BadMessage", "OutgoingMessage",
-           "check_digest", "incoming", "java_hash", "message_type_of", "outgoing", "timestamp_ms", "to_timestamp",
-           "type_name"]
+__all__ = ["DELIVER_MS_PROPERTY", "MESSAGE_GROUP_PROPERTY", "SYSTEM_PROPERTIES", "TYPES_BY_NAME", "BadMessage",
+           "OutgoingMessage", "check_digest", "incoming", "java_hash", "message_type_of", "outgoing", "timestamp_ms",
+           "to_timestamp", "type_name"]

@@ -10,16 +10,16 @@ from __future__ import annotations
 
 import logging
 from pathlib import Path
-from typing import Final
+from typing import Any, Final
 
 import grpc
 
 from rocketflow.net.tls import ClientAuth, TlsMode
 from rocketflow.proxy.access import BrokerAccess
 from rocketflow.proxy.pop_service import PopService
-from rocketflow.proxy.service import MessagingService
+from rocketflow.proxy.service import RAW_RESPONSES, MessagingService
 from rocketflow.proxy.timer import TimerService
-from rocketflow.proxy.v2 import service_pb2_grpc as sgrpc
+from rocketflow.proxy.v2 import service_pb2 as spb
 
 logger = logging.getLogger(__name__)
 
@@ -27,6 +27,27 @@ logger = logging.getLogger(__name__)
 DEFAULT_GRPC_PORT: Final = 8081
 #: seconds a stopping server lets calls finish
 STOP_GRACE_SECONDS: Final = 1.0
+SERVICE_NAME: Final = "apache.rocketmq.v2.MessagingService"
+_HANDLER_KINDS: Final[dict[tuple[bool, bool], Any]] = {
+    (False, False): grpc.unary_unary_rpc_method_handler, (False, True): grpc.unary_stream_rpc_method_handler,
+    (True, False): grpc.stream_unary_rpc_method_handler, (True, True): grpc.stream_stream_rpc_method_handler}
+
+
+def _serialized(response: bytes) -> bytes:
+    return response
+
+
+def method_handlers(service: MessagingService) -> dict[str, grpc.RpcMethodHandler[Any, Any]]:
+    """A handler for every RPC of the service's descriptor, bound to ``service``'s method of that name;
+    the `RAW_RESPONSES` methods return serialized responses, which go out as they are."""
+    handlers: dict[str, grpc.RpcMethodHandler[Any, Any]] = {}
+    for method in spb.DESCRIPTOR.services_by_name["MessagingService"].methods:
+        make = _HANDLER_KINDS[(method.client_streaming, method.server_streaming)]
+        request_type, response_type = getattr(spb, method.input_type.name), getattr(spb, method.output_type.name)
+        handlers[method.name] = make(
+            getattr(service, method.name), request_deserializer=request_type.FromString,
+            response_serializer=_serialized if method.name in RAW_RESPONSES else response_type.SerializeToString)
+    return handlers
 
 
 class GrpcServer:
@@ -85,7 +106,9 @@ class GrpcServer:
             ("grpc.keepalive_permit_without_calls", 1),
             ("grpc.http2.min_ping_interval_without_data_ms", 5000),
         ])
-        sgrpc.add_MessagingServiceServicer_to_server(self.service, server)
+        handlers = method_handlers(self.service)
+        server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler(SERVICE_NAME, handlers),))
+        server.add_registered_method_handlers(SERVICE_NAME, handlers)
         credentials = self._credentials()
         target = f"{self.host}:{self.requested_port}"
         if credentials is None:
@@ -120,4 +143,4 @@ class GrpcServer:
         return info
 
 
-__all__ = ["DEFAULT_GRPC_PORT", "GrpcServer"]
+__all__ = ["DEFAULT_GRPC_PORT", "SERVICE_NAME", "GrpcServer", "method_handlers"]

@@ -4,6 +4,9 @@ Every RPC works on the broker's own store and tables (see docs/grpc.md). Sends, 
 dead-lettering go through the broker's remoting processors (`rocketflow.proxy.local`); receives,
 acks and invisibility changes through `PopService`; delivery times through `TimerService`. Status
 codes follow the proxy's, so the official clients raise the exceptions their users expect.
+
+`ReceiveMessage` and `AckMessage`, the calls a consumer makes per message, answer with serialized
+responses (`rocketflow.proxy.wire`; see `RAW_RESPONSES`); the other RPCs answer protobuf objects.
 """
 
 from __future__ import annotations
@@ -37,14 +40,13 @@ from rocketflow.protocol.names import (
     validate_group,
     validate_topic,
 )
-from rocketflow.proxy import convert
+from rocketflow.proxy import convert, wire
 from rocketflow.proxy.access import MESSAGE_TYPE_ATTRIBUTE, BrokerAccess
 from rocketflow.proxy.local import LocalChannel, invoke_local
 from rocketflow.proxy.pop_service import MessageFilter, PopService, now_ms
 from rocketflow.proxy.timer import TIMER_TOPIC, TimerService, send_fields
 from rocketflow.proxy.v2 import definition_pb2 as pb
 from rocketflow.proxy.v2 import service_pb2 as spb
-from rocketflow.proxy.v2 import service_pb2_grpc as sgrpc
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 
@@ -68,6 +70,11 @@ _SEND_CODES: Final[dict[int, pb.Code.ValueType]] = {
     ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST: pb.CONSUMER_GROUP_NOT_FOUND,
 }
 _ALL_TYPES: Final[tuple[pb.MessageType.ValueType, ...]] = (pb.NORMAL, pb.FIFO, pb.DELAY, pb.TRANSACTION)
+#: RPCs whose methods return (or yield) serialized responses rather than protobuf objects
+RAW_RESPONSES: Final = frozenset({"ReceiveMessage", "AckMessage"})
+_RECEIVE_OK: Final = spb.ReceiveMessageResponse(status=pb.Status(code=pb.OK, message="OK")).SerializeToString()
+_RECEIVE_NOT_FOUND: Final = spb.ReceiveMessageResponse(
+    status=pb.Status(code=pb.MESSAGE_NOT_FOUND, message="no new message")).SerializeToString()
 
 
 def status(code: int, message: str = "") -> pb.Status:
@@ -146,8 +153,9 @@ def peer_address(context: grpc.aio.ServicerContext[Any, Any]) -> str:
     return rest or peer
 
 
-class MessagingService(sgrpc.MessagingServiceServicer):
-    """The RPCs; `rocketflow.proxy.server.GrpcServer` serves them."""
+class MessagingService:
+    """The RPCs of ``apache.rocketmq.v2.MessagingService``, one method each (named as the RPC);
+    `rocketflow.proxy.server.GrpcServer` serves them."""
 
     def __init__(self, access: BrokerAccess, pop: PopService, timer: TimerService, *,
                  endpoint: Callable[[], tuple[str, int]]) -> None:
@@ -574,7 +582,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return spb.QueryAssignmentResponse(status=_ok(), assignments=[pb.Assignment(message_queue=queue)])
 
     async def ReceiveMessage(self, request: spb.ReceiveMessageRequest,
-                             context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[spb.ReceiveMessageResponse]:
+                             context: grpc.aio.ServicerContext[Any, Any]) -> AsyncIterator[bytes]:
         try:
             caller = self._caller(context)
             group = self._group_name(request.group)
@@ -606,7 +614,7 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             if polling_ms < 0 or polling_ms > max(self.long_polling_ms, 30_000) * 2:
                 raise Refused(pb.ILLEGAL_POLLING_TIME, f"the long polling timeout {polling_ms} ms is out of range")
         except Refused as refused:
-            yield spb.ReceiveMessageResponse(status=refused.status)
+            yield spb.ReceiveMessageResponse(status=refused.status).SerializeToString()
             return
         session = self._session(caller)
         loop = asyncio.get_running_loop()
@@ -621,18 +629,16 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             max_attempts=self._max_attempts(group_config), deadline=loop.time() + wait_s,
             credentials=caller.credentials, channel=session.channel)
         if not found:
-            yield spb.ReceiveMessageResponse(status=status(pb.MESSAGE_NOT_FOUND, "no new message"))
+            yield _RECEIVE_NOT_FOUND
             return
-        yield spb.ReceiveMessageResponse(status=_ok())
-        store_host = self.access.store_host
+        yield _RECEIVE_OK
+        encoder = wire.ReceiveEncoder(topic, store_host=self.access.store_host, invisible_ms=invisible_ms)
         for item in found:
-            yield spb.ReceiveMessageResponse(message=convert.incoming(
-                item.message, topic=topic, receipt_handle=item.handle, attempt=item.attempt,
-                invisible_ms=invisible_ms, store_host=store_host))
-        yield spb.ReceiveMessageResponse(delivery_timestamp=convert.to_timestamp(now_ms()))
+            yield encoder.encode(item.message, item.handle, item.attempt)
+        yield spb.ReceiveMessageResponse(delivery_timestamp=convert.to_timestamp(now_ms())).SerializeToString()
 
     async def AckMessage(self, request: spb.AckMessageRequest,
-                         context: grpc.aio.ServicerContext[Any, Any]) -> spb.AckMessageResponse:
+                         context: grpc.aio.ServicerContext[Any, Any]) -> bytes:
         try:
             caller = self._caller(context)
             group = self._group_name(request.group)
@@ -641,18 +647,18 @@ class MessagingService(sgrpc.MessagingServiceServicer):
             if not request.entries:
                 raise Refused(pb.BAD_REQUEST, "the request has no entry")
         except Refused as refused:
-            return spb.AckMessageResponse(status=refused.status)
-        entries = []
-        for entry in request.entries:
-            error = self.pop.ack(group, topic, entry.receipt_handle)
-            entry_status = _ok() if error is None else status(pb.INVALID_RECEIPT_HANDLE, error.value)
-            entries.append(spb.AckMessageResultEntry(message_id=entry.message_id, receipt_handle=entry.receipt_handle,
-                                                     status=entry_status))
-        if len(entries) == 1:
-            overall = entries[0].status
+            return spb.AckMessageResponse(status=refused.status).SerializeToString()
+        entries = [(entry.message_id, entry.receipt_handle) for entry in request.entries]
+        errors = self.pop.ack_many(group, topic, [handle for _, handle in entries])
+        statuses = [wire.STATUS_OK if error is None else wire.status(pb.INVALID_RECEIPT_HANDLE, error.value)
+                    for error in errors]
+        if len(statuses) == 1:
+            overall = statuses[0]
         else:
-            overall = _ok() if all(e.status.code == pb.OK for e in entries) else status(pb.MULTIPLE_RESULTS)
-        return spb.AckMessageResponse(status=overall, entries=entries)
+            overall = wire.STATUS_OK if errors.count(None) == len(errors) else wire.status(
+                pb.MULTIPLE_RESULTS, pb.Code.Name(pb.MULTIPLE_RESULTS))
+        return wire.ack_response(overall, ((message_id, handle, entry_status) for (message_id, handle), entry_status
+                                           in zip(entries, statuses, strict=True)))
 
     async def ChangeInvisibleDuration(self, request: spb.ChangeInvisibleDurationRequest,
                                       context: grpc.aio.ServicerContext[Any, Any]
@@ -777,4 +783,4 @@ class MessagingService(sgrpc.MessagingServiceServicer):
         return spb.SyncLiteSubscriptionResponse(status=status(pb.NOT_IMPLEMENTED, "lite topics are not supported"))
 
 
-__all__ = ["Caller", "ClientSession", "MessagingService", "Refused", "producer_group", "status"]
+__all__ = ["RAW_RESPONSES", "Caller", "ClientSession", "MessagingService", "Refused", "producer_group", "status"]
