@@ -32,8 +32,8 @@ def stored_messages(draw: st.DrawFn) -> MessageExt:
         properties[convert.MESSAGE_GROUP_PROPERTY] = draw(st.one_of(st.just(""), texts))
     elif kind == "delay":
         properties[convert.DELIVER_MS_PROPERTY] = str(draw(millis))
-    elif kind == "delay-text":
-        properties[convert.DELIVER_MS_PROPERTY] = draw(texts)
+    elif kind == "delay-text":  # not a time: no delivery timestamp
+        properties[convert.DELIVER_MS_PROPERTY] = draw(texts.filter(lambda text: not text.isdigit()))
     elif kind == "transaction":
         properties[MessageConst.TRANSACTION_PREPARED] = draw(st.sampled_from(["true", "false"]))
     if draw(st.booleans()):

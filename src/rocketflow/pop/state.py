@@ -323,10 +323,13 @@ class PopState:
     def parse_handle(self, group: str, topic: str, text: str) -> Handle | HandleError:
         """A handle of this broker for ``group`` and ``topic``, or why not."""
         parts = text.split(".")
-        if len(parts) != 4 or not all(part.isdigit() for part in parts[:3]) or len(text) > 96:
+        if len(parts) != 4 or len(text) > 96:
             return HandleError.MALFORMED
-        queue_id, offset, seq = int(parts[0]), int(parts[1]), int(parts[2])
-        if not hmac.compare_digest(parts[3], self._mac(group, topic, queue_id, offset, seq)):
+        queue_text, offset_text, seq_text, mac = parts
+        if not (queue_text.isdigit() and offset_text.isdigit() and seq_text.isdigit()):
+            return HandleError.MALFORMED
+        queue_id, offset, seq = int(queue_text), int(offset_text), int(seq_text)
+        if not hmac.compare_digest(mac, self._mac(group, topic, queue_id, offset, seq)):
             return HandleError.FORGED
         return Handle(queue_id, offset, seq)
 

@@ -160,12 +160,12 @@ class ReceiveEncoder:
         queue_id = message.queue_id
         if queue_id:
             out += b"\x68"
-            out += varint(queue_id)
+            out += _SMALL[queue_id] if 0 < queue_id < 128 else varint(queue_id)
         out += b"\x70"
         out += varint(message.queue_offset)
         out += self._invisible
         out += b"\x80\x01"
-        out += varint(attempt)
+        out += _SMALL[attempt] if 0 <= attempt < 128 else varint(attempt)
         group = get(_GROUP)
         if group is not None:
             out += _text(b"\x8a\x01", group)
@@ -192,12 +192,30 @@ class ReceiveEncoder:
 def ack_response(overall: bytes, entries: Iterable[tuple[str, str, bytes]]) -> bytes:
     """``AckMessageResponse`` bytes: the overall status (a `status` message) and (message id, receipt
     handle, status message) per entry."""
-    parts = [length_delimited(b"\x0a", overall)]
+    out = bytearray(length_delimited(b"\x0a", overall))
     for message_id, handle, entry_status in entries:
-        entry = (_text(b"\x0a", message_id) if message_id else b"") + (_text(b"\x12", handle) if handle else b"") \
-            + length_delimited(b"\x1a", entry_status)
-        parts.append(length_delimited(b"\x12", entry))
-    return b"".join(parts)
+        entry = bytearray()
+        if message_id:
+            data = message_id.encode()
+            size = len(data)
+            entry += b"\x0a"
+            entry += _SMALL[size] if size < 128 else varint(size)
+            entry += data
+        if handle:
+            data = handle.encode()
+            size = len(data)
+            entry += b"\x12"
+            entry += _SMALL[size] if size < 128 else varint(size)
+            entry += data
+        size = len(entry_status)
+        entry += b"\x1a"
+        entry += _SMALL[size] if size < 128 else varint(size)
+        entry += entry_status
+        size = len(entry)
+        out += b"\x12"
+        out += _SMALL[size] if size < 128 else varint(size)
+        out += entry
+    return bytes(out)
 
 
 __all__ = ["STATUS_OK", "ReceiveEncoder", "ack_response", "length_delimited", "status", "varint"]
