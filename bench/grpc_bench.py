@@ -24,6 +24,7 @@ import asyncio
 import json
 import os
 import re
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -347,6 +348,8 @@ def main() -> None:
     parser.add_argument("--generators", type=int, default=2, help="load generator processes")
     parser.add_argument("--channels", type=int, default=2, help="channels per generator process")
     parser.add_argument("--streams", type=int, default=8, help="receive+ack loops per generator process")
+    parser.add_argument("--rounds", type=int, default=3,
+                        help="rounds of pull drain, ceiling and receive+ack, interleaved (medians are reported)")
     parser.add_argument("--no-echo", action="store_true", help="skip the ceiling (pre-built responses)")
     parser.add_argument("--src", type=Path, default=None, help="source tree the broker runs from (default: ./src)")
     parser.add_argument("--py5-python", default=str(ROOT / ".interop" / "venv-py5" / "bin" / "python"),
@@ -367,40 +370,37 @@ def main() -> None:
         return
     count = 10_000 if args.quick else args.messages
     generator = f"x{args.generators} processes x{args.streams} loops"
-    #: phase, messages, wall seconds, server CPU seconds, client CPU seconds
-    rows: list[tuple[str, int, float, float, float]] = []
+    ceiling_name = f"ceiling: grpc.aio, pre-built responses, {generator}"
+    pull_name = "4.x PullConsumer drain (poll)"
+    raw_name = f"gRPC receive+ack, raw, {generator} (batch {BATCH})"
+    #: phase -> one (messages, wall seconds, server CPU seconds, client CPU seconds) a round
+    samples: dict[str, list[tuple[int, float, float, float]]] = {}
 
-    def in_process(server_cpu: Any, action: Any) -> tuple[float, float, float, Any]:
+    def in_process(name: str, server_cpu: Any, action: Any) -> None:
         cpu, own, start = server_cpu(), time.process_time(), time.perf_counter()
-        result = action()
-        return time.perf_counter() - start, server_cpu() - cpu, time.process_time() - own, result
+        got = action()
+        samples.setdefault(name, []).append((got, time.perf_counter() - start, server_cpu() - cpu,
+                                             time.process_time() - own))
 
-    def generated(server_cpu: Any, address: str, topic: str, group: str, *, split: bool) -> tuple[int, float, float,
-                                                                                                  float]:
+    def generated(name: str, server_cpu: Any, address: str, group: str, *, split: bool) -> None:
         cpu = server_cpu()
-        got, wall, client_cpu = run_generators(address, topic, group, count, args, split=split)
-        return got, wall, server_cpu() - cpu, client_cpu
+        got, wall, client_cpu = run_generators(address, "bench-grpc", group, count, args, split=split)
+        samples.setdefault(name, []).append((got, wall, server_cpu() - cpu, client_cpu))
 
     with tempfile.TemporaryDirectory(prefix="grpc-bench-") as tmp:
-        if not args.no_echo:
-            echo = Echo(args.size)
-            try:
-                got, wall, cpu, client = generated(echo.cpu, echo.address, "bench-grpc", "bench-echo", split=True)
-                rows.append((f"ceiling: grpc.aio, pre-built responses, {generator}", got, wall, cpu, client))
-            finally:
-                echo.stop()
+        echo = None if args.no_echo else Echo(args.size)
         dev = Dev(Path(tmp) / "store", args.src)
         try:
             with Admin(dev.namesrv) as admin:
                 admin.ensure_topic("bench-grpc", queues=8)
                 admin.ensure_topic("bench-py5", queues=8)
             preload(dev.namesrv, "bench-grpc", count, args.size)
-            wall, cpu, client, got = in_process(dev.cpu, lambda: pull_drain(dev.namesrv, "bench-grpc", count))
-            rows.append(("4.x PullConsumer drain (poll)", got, wall, cpu, client))
-            wall, cpu, client, got = in_process(dev.cpu, lambda: push_consume(dev.namesrv, "bench-grpc", count))
-            rows.append(("4.x PushConsumer consume", got, wall, cpu, client))
-            got, wall, cpu, client = generated(dev.cpu, dev.grpc, "bench-grpc", "bench-raw", split=False)
-            rows.append((f"gRPC receive+ack, raw, {generator} (batch {BATCH})", got, wall, cpu, client))
+            for round_number in range(args.rounds):  # the phases interleaved, each group new
+                in_process(pull_name, dev.cpu, lambda: pull_drain(dev.namesrv, "bench-grpc", count))
+                if echo is not None:
+                    generated(ceiling_name, echo.cpu, echo.address, "bench-echo", split=True)
+                generated(raw_name, dev.cpu, dev.grpc, f"bench-raw-{round_number}", split=False)
+            in_process("4.x PushConsumer consume", dev.cpu, lambda: push_consume(dev.namesrv, "bench-grpc", count))
             if Path(args.py5_python).exists():
                 cpu0 = dev.cpu()
                 completed = subprocess.run([args.py5_python, "-c", PY5_SCRIPT, dev.grpc, "bench-py5", "bench-py5-g",
@@ -410,40 +410,50 @@ def main() -> None:
                 if completed.returncode == 0:
                     times = json.loads(completed.stdout.strip().splitlines()[-1])
                     share = times["send_s"] / (times["send_s"] + times["receive_ack_s"])
-                    rows.append(("official Python client: send (one at a time)", args.py5_messages,
-                                 times["send_s"], cpu_total * share, float("nan")))
-                    rows.append(("official Python client: receive+ack (batch 32)", args.py5_messages,
-                                 times["receive_ack_s"], cpu_total * (1 - share), float("nan")))
+                    samples["official Python client: send (one at a time)"] = [
+                        (args.py5_messages, times["send_s"], cpu_total * share, float("nan"))]
+                    samples["official Python client: receive+ack (batch 32)"] = [
+                        (args.py5_messages, times["receive_ack_s"], cpu_total * (1 - share), float("nan"))]
                 else:
                     print("official Python client failed:", completed.stderr[-2000:])
             else:
                 print(f"(no official Python client at {args.py5_python}: run the interop tests once to install it)")
         finally:
             dev.stop()
-    print(f"\n{'phase':62} {'msgs':>7} {'msg/s':>9} {'server CPU us/msg':>18} {'client CPU us/msg':>18}")
-    for name, got, wall, cpu, client in rows:
-        print(f"{name:62} {got:7d} {got / wall:9.0f} {cpu / max(got, 1) * 1e6:18.1f} "
-              f"{client / max(got, 1) * 1e6:18.1f}")
+            if echo is not None:
+                echo.stop()
 
-    def rate(prefix: str) -> tuple[float, float] | None:
-        row = next((row for row in rows if row[0].startswith(prefix)), None)
-        return None if row is None else (row[1] / row[2], row[3] / max(row[1], 1) * 1e6)
+    def rates(name: str) -> list[float]:
+        return [got / wall for got, wall, _, _ in samples.get(name, [])]
 
-    pull, raw, ceiling = rate("4.x PullConsumer"), rate("gRPC receive+ack"), rate("ceiling")
-    assert pull is not None and raw is not None
-    summary = {"receive_ack_vs_pull": raw[0] / pull[0]}
-    print(f"\nreceive+ack / 4.x pull drain: {raw[0] / pull[0]:.2f}x (target >= 0.5x)")
-    if ceiling is not None:
-        summary["ceiling_vs_pull"] = ceiling[0] / pull[0]
-        summary["receive_ack_vs_ceiling"] = raw[0] / ceiling[0]
-        print(f"ceiling / 4.x pull drain: {ceiling[0] / pull[0]:.2f}x; receive+ack / ceiling: "
-              f"{raw[0] / ceiling[0]:.2f}x (broker {raw[1]:.0f} us/msg of CPU, ceiling server {ceiling[1]:.0f})")
+    print(f"\nmedians of {args.rounds} rounds (the 4.x push and official client phases: one)")
+    print(f"{'phase':62} {'msgs':>7} {'msg/s':>9} {'(min-max)':>15} {'server CPU us/msg':>18} "
+          f"{'client CPU us/msg':>18}")
+    for name, runs in samples.items():
+        spread = f"{min(rates(name)):.0f}-{max(rates(name)):.0f}" if len(runs) > 1 else ""
+        print(f"{name:62} {runs[0][0]:7d} {statistics.median(rates(name)):9.0f} {spread:>15} "
+              f"{statistics.median(cpu / max(got, 1) * 1e6 for got, _, cpu, _ in runs):18.1f} "
+              f"{statistics.median(client / max(got, 1) * 1e6 for got, _, _, client in runs):18.1f}")
+    summary: dict[str, float] = {}
+    pull, raw, ceiling = rates(pull_name), rates(raw_name), rates(ceiling_name)
+    summary["receive_ack_vs_pull"] = statistics.median(r / p for r, p in zip(raw, pull, strict=True))
+    print(f"\nreceive+ack / 4.x pull drain: {summary['receive_ack_vs_pull']:.2f}x (target >= 0.5x; median of "
+          f"the rounds' ratios)")
+    if ceiling:
+        summary["ceiling_vs_pull"] = statistics.median(c / p for c, p in zip(ceiling, pull, strict=True))
+        summary["receive_ack_vs_ceiling"] = statistics.median(r / c for r, c in zip(raw, ceiling, strict=True))
+        broker_cpu = statistics.median(cpu / got * 1e6 for got, _, cpu, _ in samples[raw_name])
+        ceiling_cpu = statistics.median(cpu / got * 1e6 for got, _, cpu, _ in samples[ceiling_name])
+        print(f"ceiling / 4.x pull drain: {summary['ceiling_vs_pull']:.2f}x; receive+ack / ceiling: "
+              f"{summary['receive_ack_vs_ceiling']:.2f}x; broker CPU / ceiling server CPU: "
+              f"{broker_cpu / ceiling_cpu:.2f}x ({broker_cpu:.0f} / {ceiling_cpu:.0f} us/msg)")
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
-    output.write_text(json.dumps({"messages": count, "size": args.size, "generators": args.generators,
-                                  "channels": args.channels, "streams": args.streams, **summary, "rows": [
-        {"phase": name, "messages": got, "seconds": wall, "server_cpu_seconds": cpu, "client_cpu_seconds": client}
-        for name, got, wall, cpu, client in rows]}, indent=2))
+    output.write_text(json.dumps({
+        "messages": count, "size": args.size, "rounds": args.rounds, "generators": args.generators,
+        "channels": args.channels, "streams": args.streams, **summary,
+        "phases": {name: [{"messages": got, "seconds": wall, "server_cpu_seconds": cpu, "client_cpu_seconds": client}
+                          for got, wall, cpu, client in runs] for name, runs in samples.items()}}, indent=2))
 
 
 if __name__ == "__main__":
