@@ -352,6 +352,8 @@ def main() -> None:
                         help="rounds of pull drain, ceiling and receive+ack, interleaved (medians are reported)")
     parser.add_argument("--no-echo", action="store_true", help="skip the ceiling (pre-built responses)")
     parser.add_argument("--src", type=Path, default=None, help="source tree the broker runs from (default: ./src)")
+    parser.add_argument("--baseline-src", type=Path, default=None,
+                        help="also run receive+ack against a second broker from this tree, in the same rounds")
     parser.add_argument("--py5-python", default=str(ROOT / ".interop" / "venv-py5" / "bin" / "python"),
                         help="a python with rocketmq-python-client (skipped when missing)")
     parser.add_argument("--py5-messages", type=int, default=2000)
@@ -373,6 +375,7 @@ def main() -> None:
     ceiling_name = f"ceiling: grpc.aio, pre-built responses, {generator}"
     pull_name = "4.x PullConsumer drain (poll)"
     raw_name = f"gRPC receive+ack, raw, {generator} (batch {BATCH})"
+    baseline_name = f"gRPC receive+ack, baseline broker ({args.baseline_src})"
     #: phase -> one (messages, wall seconds, server CPU seconds, client CPU seconds) a round
     samples: dict[str, list[tuple[int, float, float, float]]] = {}
 
@@ -390,16 +393,21 @@ def main() -> None:
     with tempfile.TemporaryDirectory(prefix="grpc-bench-") as tmp:
         echo = None if args.no_echo else Echo(args.size)
         dev = Dev(Path(tmp) / "store", args.src)
+        baseline = None if args.baseline_src is None else Dev(Path(tmp) / "baseline", args.baseline_src)
         try:
-            with Admin(dev.namesrv) as admin:
-                admin.ensure_topic("bench-grpc", queues=8)
-                admin.ensure_topic("bench-py5", queues=8)
-            preload(dev.namesrv, "bench-grpc", count, args.size)
+            for broker in (dev, baseline):
+                if broker is not None:
+                    with Admin(broker.namesrv) as admin:
+                        admin.ensure_topic("bench-grpc", queues=8)
+                        admin.ensure_topic("bench-py5", queues=8)
+                    preload(broker.namesrv, "bench-grpc", count, args.size)
             for round_number in range(args.rounds):  # the phases interleaved, each group new
                 in_process(pull_name, dev.cpu, lambda: pull_drain(dev.namesrv, "bench-grpc", count))
                 if echo is not None:
                     generated(ceiling_name, echo.cpu, echo.address, "bench-echo", split=True)
                 generated(raw_name, dev.cpu, dev.grpc, f"bench-raw-{round_number}", split=False)
+                if baseline is not None:
+                    generated(baseline_name, baseline.cpu, baseline.grpc, f"bench-raw-{round_number}", split=False)
             in_process("4.x PushConsumer consume", dev.cpu, lambda: push_consume(dev.namesrv, "bench-grpc", count))
             if Path(args.py5_python).exists():
                 cpu0 = dev.cpu()
@@ -420,8 +428,9 @@ def main() -> None:
                 print(f"(no official Python client at {args.py5_python}: run the interop tests once to install it)")
         finally:
             dev.stop()
-            if echo is not None:
-                echo.stop()
+            for other in (baseline, echo):
+                if other is not None:
+                    other.stop()
 
     def rates(name: str) -> list[float]:
         return [got / wall for got, wall, _, _ in samples.get(name, [])]
@@ -447,6 +456,14 @@ def main() -> None:
         print(f"ceiling / 4.x pull drain: {summary['ceiling_vs_pull']:.2f}x; receive+ack / ceiling: "
               f"{summary['receive_ack_vs_ceiling']:.2f}x; broker CPU / ceiling server CPU: "
               f"{broker_cpu / ceiling_cpu:.2f}x ({broker_cpu:.0f} / {ceiling_cpu:.0f} us/msg)")
+    if baseline_name in samples:
+        old = rates(baseline_name)
+        baseline_cpu = statistics.median(cpu / got * 1e6 for got, _, cpu, _ in samples[baseline_name])
+        summary["receive_ack_vs_baseline"] = statistics.median(r / b for r, b in zip(raw, old, strict=True))
+        summary["baseline_vs_pull"] = statistics.median(b / p for b, p in zip(old, pull, strict=True))
+        print(f"baseline receive+ack / 4.x pull drain: {summary['baseline_vs_pull']:.2f}x; receive+ack / baseline: "
+              f"{summary['receive_ack_vs_baseline']:.2f}x; broker CPU {baseline_cpu:.0f} -> "
+              f"{statistics.median(cpu / got * 1e6 for got, _, cpu, _ in samples[raw_name]):.0f} us/msg")
     output = Path(args.output)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps({
