@@ -24,7 +24,10 @@ $(STAMP): $(BIN)/python pyproject.toml
 demo: $(STAMP)
 	PYSPARK_PYTHON=$(abspath $(BIN)/python) PYSPARK_DRIVER_PYTHON=$(abspath $(BIN)/python) $(BIN)/rocketflow demo
 
+# The console's browser tests drive Debian's chromium (never a downloaded browser): installed here when
+# missing and this is root (as on CI), else `sudo apt-get install chromium` first.
 test: $(STAMP)
+	@command -v chromium >/dev/null 2>&1 || { [ "$$(id -u)" = 0 ] && apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || echo "note: the console tests need Debian's chromium (apt-get install chromium)"
 	$(BIN)/python -m pytest -q tests
 
 lint: $(STAMP)
@@ -32,6 +35,7 @@ lint: $(STAMP)
 
 typecheck: $(STAMP)
 	$(BIN)/mypy --strict src
+	$(BIN)/lint-imports
 
 check: lint typecheck test
 

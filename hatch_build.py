@@ -1,6 +1,6 @@
 """Build hook: generates the Python modules of rocketflow's gRPC protocol from its ``.proto`` files.
 
-The ``.proto`` files live in ``src/rocketflow/proxy/v2``; ``grpc_tools.protoc`` (from ``grpcio-tools``,
+The ``.proto`` files live in ``src/rocketflow/grpc_protocol``; ``grpc_tools.protoc`` (from ``grpcio-tools``,
 a build requirement) writes ``*_pb2.py`` and ``*_pb2_grpc.py`` beside them, and mypy-protobuf's plugins
 their ``.pyi`` stubs (so ``mypy --strict`` checks code that uses them). The generated files are
 git-ignored and made on every build, editable installs included.
@@ -15,7 +15,7 @@ import sysconfig
 from pathlib import Path
 from typing import Any
 
-PROTO_DIR = Path("src") / "rocketflow" / "proxy" / "v2"
+PROTO_DIR = Path("src") / "rocketflow" / "grpc_protocol"
 
 
 def _plugin(name: str) -> str:

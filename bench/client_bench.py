@@ -8,6 +8,9 @@ subprocess (free ports, temporary store) and, with 100-byte messages on topics o
 3. consume, concurrent: a `PushConsumer` (default settings, so batch size 1: the no-op listener is
    called once per message) from the first offset until every message arrived;
 4. consume, orderly: the same with `register_orderly_listener` (another group, the same messages);
+   then the drop-in for Apache's rocketmq-client-python, `rocketflow.compat.rocketmq`'s `PushConsumer`
+   (its defaults: one consume thread per CPU, a callback a message; another group, the same messages),
+   `--no-compat` skips it;
 5. latency: a producer subprocess sends at a steady `--latency-rate` msg/s (default 5,000), each body
    starting with its send time (`time.time_ns()`); the listener here records the difference;
 6. the C++ client (PyPI `rocketmq` 0.4.4 from `.interop/venv-cpp`, which the interop tests install;
@@ -68,6 +71,7 @@ from broker_bench import (  # noqa: E402
 
 from rocketflow import Message, Producer, PushConsumer  # noqa: E402
 from rocketflow.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus  # noqa: E402
+from rocketflow.compat.rocketmq import client as compat_client  # noqa: E402
 from rocketflow.protocol.bodies import TopicConfig  # noqa: E402
 from rocketflow.protocol.message import MessageQueue  # noqa: E402
 
@@ -245,6 +249,47 @@ def consume(namesrv: str, group: str, count: int, orderly: bool, progress: Progr
     try:
         if not done.wait(CONSUME_TIMEOUT):
             raise SystemExit(f"{kind} consumer got only {next(counter) - 1} of {count} messages")
+        seconds = time.perf_counter() - started
+        cpu = meter.stop()
+    finally:
+        profiler.stop()
+        consumer.shutdown()
+    progress.update(task, completed=count)
+    result = rate_dict(count, seconds, cpu)
+    result["first_to_last_msgs_per_s"] = round(count / (started + seconds - first[0]), 1)
+    return result
+
+
+def consume_compat(namesrv: str, group: str, count: int, progress: Progress,
+                   profile_dir: Path | None) -> dict[str, float]:
+    """`rocketflow.compat.rocketmq`'s push consumer, as a rocketmq-client-python user runs it (its callback
+    once per message), until ``count`` messages of TOPIC arrived (a new group: the first offset)."""
+    task = progress.add_task("ours: rocketmq-client-python drop-in push consumer", total=count)
+    counter = itertools.count(1)
+    done = threading.Event()
+    first = [0.0]
+
+    def callback(msg: Any) -> compat_client.ConsumeStatus:
+        seen = next(counter)
+        if seen == 1:
+            first[0] = time.perf_counter()
+        if seen % 1000 == 0:
+            progress.update(task, completed=seen)
+        if seen == count:
+            done.set()
+        return compat_client.ConsumeStatus.CONSUME_SUCCESS
+
+    consumer = compat_client.PushConsumer(group)
+    consumer.set_name_server_address(namesrv)
+    consumer.subscribe(TOPIC, callback)
+    profiler = Profiler(profile_dir, "consume-compat")
+    meter = CpuMeter(psutil.Process())
+    meter.start()
+    started = time.perf_counter()
+    consumer.start()
+    try:
+        if not done.wait(CONSUME_TIMEOUT):
+            raise SystemExit(f"compat consumer got only {next(counter) - 1} of {count} messages")
         seconds = time.perf_counter() - started
         cpu = meter.stop()
     finally:
@@ -505,7 +550,7 @@ def measure_latency(title: str, consumer_argv: list[str], producer_argv: list[st
 
 
 def run_ours(broker: BrokerProcess, count: int, sync_count: int, latency_rate: int, latency_seconds: float,
-             latency_batch: int, progress: Progress, profile_dir: Path | None) -> dict[str, Any]:
+             latency_batch: int, progress: Progress, profile_dir: Path | None, compat: bool = True) -> dict[str, Any]:
     producer = Producer("client_bench_pg", broker.namesrv_addr)
     producer.start()
     try:
@@ -519,9 +564,13 @@ def run_ours(broker: BrokerProcess, count: int, sync_count: int, latency_rate: i
     orderly = consume(broker.namesrv_addr, "client_bench_orderly", total, True, progress, profile_dir)
     on_loop = consume(broker.namesrv_addr, "client_bench_concurrent_async", total, False, progress, profile_dir,
                       on_loop=True)
+    compat_result = consume_compat(broker.namesrv_addr, "client_bench_compat", total, progress, profile_dir) \
+        if compat else None
     lat = latency(broker.namesrv_addr, latency_rate, latency_seconds, latency_batch, progress, broker_pid=broker.pid)
     results = {"produce_sync": sync, "produce_batch": batches, "consume_concurrent": concurrent,
                "consume_orderly": orderly, "consume_concurrent_async": on_loop, "latency": lat}
+    if compat_result is not None:
+        results["consume_compat"] = compat_result
     if latency_batch == 1:  # and as an asyncio application would send and consume (see LATENCY_MODES)
         results["latency_asyncio"] = latency(broker.namesrv_addr, latency_rate, latency_seconds, 1, progress,
                                              "asyncio", broker_pid=broker.pid)
@@ -926,6 +975,8 @@ def main() -> None:
     parser.add_argument("--no-redis", action="store_true", help="skip Redis Streams")
     parser.add_argument("--no-cpp", action="store_true", help="skip the C++ client")
     parser.add_argument("--no-nats", action="store_true", help="skip NATS JetStream's latency")
+    parser.add_argument("--no-compat", action="store_true",
+                        help="skip the rocketmq-client-python drop-in's push consumer")
     parser.add_argument("--output", type=Path, default=None, help="JSON result file")
     parser.add_argument("--profile-dir", type=Path, default=None,
                         help="sample this process with py-spy during the consume phases (collapsed stacks)")
@@ -955,7 +1006,7 @@ def main() -> None:
                 if not args.no_cpp:
                     results.cpp = run_cpp(broker, cpp_count, args.cpp_threads, progress, work_dir)
                 results.ours = run_ours(broker, count, sync_count, args.latency_rate, latency_seconds,
-                                        args.latency_batch, progress, args.profile_dir)
+                                        args.latency_batch, progress, args.profile_dir, compat=not args.no_compat)
             finally:
                 broker.stop()
             if not args.no_redis:
@@ -973,6 +1024,8 @@ def main() -> None:
         "async_consume_vs_redis": ratio(ours.get("consume_concurrent_async", {}), redis_results.get("consume", {})),
         "async_consume_vs_cpp": ratio(ours.get("consume_concurrent_async", {}), cpp.get("concurrent", {})),
         "orderly_vs_concurrent": ratio(ours["consume_orderly"], ours["consume_concurrent"]),
+        "compat_vs_concurrent": ratio(ours.get("consume_compat", {}), ours["consume_concurrent"]),
+        "compat_vs_cpp": ratio(ours.get("consume_compat", {}), cpp.get("concurrent", {})),
         "sync_produce_vs_cpp": ratio(ours["produce_sync"], cpp.get("produce", {})),
         "batch_produce_vs_redis": ratio(ours["produce_batch"], redis_results.get("produce", {})),
         # latency ratios are ours over Redis's p99 (lower is better)
@@ -1026,6 +1079,9 @@ def print_report(console: Console, results: Results) -> None:
     row("rocketflow", "push consumer, orderly", ours["consume_orderly"],
         " / ".join(part for part in (fmt("orderly_vs_concurrent", "concurrent"),
                                      fmt("orderly_vs_cpp_orderly", "C++ orderly")) if part))
+    row("rocketflow.compat.rocketmq", "push consumer, a callback a message", ours.get("consume_compat"),
+        " / ".join(part for part in (fmt("compat_vs_concurrent", "concurrent"), fmt("compat_vs_cpp", "C++"))
+                   if part))
     row("C++ rocketmq 0.4.4", f"send_sync, {THREADS} threads", cpp.get("produce"))
     row("C++ rocketmq 0.4.4", "push consumer, concurrent", cpp.get("concurrent"))
     row("C++ rocketmq 0.4.4", "push consumer, orderly", cpp.get("orderly"))

@@ -38,8 +38,8 @@ import grpc
 
 from rocketflow import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PullConsumer, PushConsumer
 from rocketflow.client.admin import Admin
-from rocketflow.proxy.v2 import definition_pb2 as pb
-from rocketflow.proxy.v2 import service_pb2 as spb
+from rocketflow.grpc_protocol import definition_pb2 as pb
+from rocketflow.grpc_protocol import service_pb2 as spb
 
 ROOT = Path(__file__).resolve().parents[1]
 BATCH = 32

@@ -6,7 +6,7 @@ import asyncio
 import os
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
@@ -14,7 +14,6 @@ import pytest
 
 from rocketflow import Message, Producer, PushConsumer
 from rocketflow.acl import AclClientHook, AclConfigError, SessionCredentials
-from rocketflow.broker import DevCluster
 from rocketflow.broker.config import build_broker_config, config_overrides_from_properties
 from rocketflow.broker.controller import BrokerController
 from rocketflow.client import (
@@ -27,6 +26,7 @@ from rocketflow.client import (
     PullStatus,
 )
 from rocketflow.client.instance import shutdown_all
+from rocketflow.dev import DevCluster
 from rocketflow.namesrv import NameServer, NamesrvConfig
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import TopicConfig
@@ -36,6 +36,7 @@ from rocketflow.protocol.sysflag import PullSysFlag
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import PullMessageRequestHeader
+from testkit import wait_until
 
 ADMIN = SessionCredentials("aclAdmin01", "adminSecret01")
 USER = SessionCredentials("aclUser001", "userSecret01")
@@ -83,12 +84,6 @@ def write_acl(path: Path, text: str) -> None:
     os.utime(path, ns=(stamp, stamp))
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 15.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        time.sleep(0.05)
 
 
 @pytest.fixture(scope="module")

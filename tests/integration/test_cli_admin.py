@@ -10,8 +10,7 @@ import json
 import subprocess
 import sys
 import threading
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,11 +22,12 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
 from rocketflow import Message, Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.cli.main import cli
 from rocketflow.client import ConsumeConcurrentlyContext, ConsumeConcurrentlyStatus, ConsumeFromWhere
+from rocketflow.dev import DevCluster
 from rocketflow.net.tls import TlsMode
 from rocketflow.protocol.message import MessageExt
+from testkit import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -44,12 +44,6 @@ def _leave_no_client_behind(no_client_left_behind: None) -> None:
     """Every test here stops the clients it started (see the root conftest)."""
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(0.05)
 
 
 def run(cluster: DevCluster, *args: str, code: int = 0) -> Result:

@@ -8,7 +8,7 @@ import time
 import urllib.error
 import urllib.request
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,7 +16,6 @@ from click.testing import CliRunner
 from prometheus_client.parser import text_string_to_metric_families
 
 from rocketflow import Message, Producer, PushConsumer, __version__
-from rocketflow.broker import DevCluster
 from rocketflow.broker.config import (
     BrokerConfig,
     BrokerConfigError,
@@ -32,7 +31,9 @@ from rocketflow.client import (
     ConsumeOrderlyStatus,
     MQClientError,
 )
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
+from testkit import wait_until
 
 Samples = dict[tuple[str, tuple[tuple[str, str], ...]], float]
 
@@ -67,12 +68,6 @@ def series(samples: Samples, name: str, **labels: str) -> dict[tuple[tuple[str, 
             if sample_name == name and set(labels.items()) <= set(key)}
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 20.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        time.sleep(0.1)
 
 
 def port_is_closed(port: int) -> bool:

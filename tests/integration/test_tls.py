@@ -30,7 +30,6 @@ from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from rocketflow import Message, Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.broker.config import BrokerConfigError, build_broker_config, config_overrides_from_properties
 from rocketflow.cli.main import cli
 from rocketflow.cli.servers import tls_overrides
@@ -44,6 +43,7 @@ from rocketflow.client import (
     MQConnectionClosedError,
 )
 from rocketflow.client.instance import shutdown_all
+from rocketflow.dev import DevCluster
 from rocketflow.namesrv import NamesrvConfig
 from rocketflow.net import RemotingClient, RemotingConnectionClosedError, RemotingServer, RequestContext
 from rocketflow.net.tls import (
@@ -57,6 +57,7 @@ from rocketflow.net.tls import (
 from rocketflow.protocol.message import MessageExt
 from rocketflow.remoting.codes import ResponseCode
 from rocketflow.remoting.command import RemotingCommand
+from testkit import wait_until
 
 PING = 1001
 KEY_PASSWORD = "s3cret"
@@ -180,12 +181,6 @@ def tls_client(pki: Pki, **settings: Any) -> RemotingClient:
     return RemotingClient(name="tls-test-client", tls=TlsClientSettings(**{"trust_cert_path": pki.ca, **settings}))
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 30.0, what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout}s")
-        time.sleep(0.05)
 
 
 # --------------------------------------------------------------------------- server modes

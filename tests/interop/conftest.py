@@ -516,12 +516,15 @@ DEV_STOP_TIMEOUT = 20.0
 
 
 @pytest.fixture
-def dev_cluster(tmp_path: Path) -> Iterator[DevCluster]:
-    """``rocketflow dev`` on free ports with a fresh store, stopped by its pid (SIGTERM) afterwards."""
+def dev_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[DevCluster]:
+    """``rocketflow dev`` on free ports with a fresh store, stopped by its pid (SIGTERM) afterwards; a test
+    marked ``@pytest.mark.dev_settings("KEY=VALUE", ...)`` gets those broker settings."""
     store_dir = tmp_path / "store"
     log_path = tmp_path / "rocketflow-dev.log"
+    marker = request.node.get_closest_marker("dev_settings")
+    settings = [arg for setting in (marker.args if marker else ()) for arg in ("--set", setting)]
     argv = [*rocketflow_command(), "dev", "--namesrv-port", "0", "--broker-port", "0",
-            "--store-dir", str(store_dir)]
+            "--store-dir", str(store_dir), *settings]
     log_file = open(log_path, "wb")  # noqa: SIM115 (closed below)
     process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                cwd=tmp_path)

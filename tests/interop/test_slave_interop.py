@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from rocketflow import Message, Producer
-from rocketflow.broker import DevCluster as InProcessCluster
+from rocketflow.dev import DevCluster as InProcessCluster
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import TopicConfig
 from rocketflow.remoting.codes import RequestCode, ResponseCode

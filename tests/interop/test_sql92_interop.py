@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 import pytest
 
 from rocketflow import Message, Producer
-from rocketflow.broker import DevCluster
 from rocketflow.client.instance import shutdown_all
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.bodies import TopicConfig
 
 if TYPE_CHECKING:  # fixtures come from this folder's conftest.py, which is not importable as a module

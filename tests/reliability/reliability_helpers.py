@@ -21,6 +21,7 @@ from typing import IO
 
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.frame import FrameDecoder, encode_frame
+from testkit import wait_until
 
 SRC = Path(__file__).resolve().parents[2] / "src"
 for _directory in ("broker", "client"):
@@ -41,13 +42,6 @@ def scaled(ci: int, soak: int) -> int:
     return soak if SOAK else ci
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.05,
-               what: str = "condition") -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError(f"{what} not met within {timeout:.0f}s")
-        time.sleep(interval)
 
 
 class ServerProcess:

@@ -22,7 +22,7 @@ import pytest
 from reliability_helpers import scaled, wait_until
 
 from rocketflow import Message, Producer
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageQueue
 
 pytestmark = pytest.mark.reliability

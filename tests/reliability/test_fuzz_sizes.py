@@ -309,7 +309,7 @@ def violations(measured: Measured, sizeless: bool) -> list[str]:
 def served_codes(server: str) -> set[int]:
     """The request codes the server registers (from a throwaway in-process instance)."""
     if server == "broker":
-        from rocketflow.broker import DevCluster
+        from rocketflow.dev import DevCluster
 
         cluster = DevCluster.start_in_thread()
         try:

@@ -20,9 +20,9 @@ os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
 from pyspark.sql import SparkSession
 from spark_helpers import build_session
 
-from rocketflow.broker import DevCluster
 from rocketflow.client import Producer
 from rocketflow.client.instance import shutdown_all
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.bodies import TopicConfig
 
 

@@ -11,8 +11,8 @@ from pathlib import Path
 
 from spark_helpers import send_messages
 
-from rocketflow.broker import DevCluster
 from rocketflow.client import Producer
+from rocketflow.dev import DevCluster
 
 SCRIPT = textwrap.dedent("""
     import sys

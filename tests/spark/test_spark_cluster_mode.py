@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 
 pytestmark = pytest.mark.slow
 

@@ -13,8 +13,8 @@ from pathlib import Path
 from pyspark.sql import SparkSession
 from spark_helpers import send_messages
 
-from rocketflow.broker import DevCluster
 from rocketflow.client import Producer
+from rocketflow.dev import DevCluster
 
 DRIVER = Path(__file__).with_name("eo_driver.py")
 TOTAL = 1200

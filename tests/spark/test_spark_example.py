@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 
 pq = pytest.importorskip("pyarrow.parquet")
 

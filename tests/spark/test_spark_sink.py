@@ -9,8 +9,8 @@ from pathlib import Path
 import pytest
 from pyspark.sql import SparkSession
 
-from rocketflow.broker import DevCluster
 from rocketflow.client import Producer
+from rocketflow.dev import DevCluster
 from rocketflow.spark.connection import get_connection
 
 

@@ -16,13 +16,13 @@ from pyspark.errors import PythonException, StreamingQueryException
 from pyspark.sql import SparkSession
 from spark_helpers import queued_total, send_messages
 
-from rocketflow.broker import DevCluster
 from rocketflow.client import Producer
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.bodies import TopicConfig
 from rocketflow.protocol.message import Message, MessageQueue
 from rocketflow.spark.connection import get_connection
 from rocketflow.spark.progress import track_group_progress
-from rocketflow.store.commit_log import PutMessageRequest
+from rocketflow.store.put_request import PutMessageRequest
 
 
 def _reader(spark: SparkSession, cluster: DevCluster, topic: str, **options: str) -> Any:

@@ -1,4 +1,4 @@
-"""Allocation strategies: PROTOCOL.md section 7 worked examples and pinned cases, plus properties."""
+"""Allocation strategies: worked examples and pinned cases, plus properties."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rocketflow.client.allocate import (
+from rocketflow.client.consumer.allocate import (
     AllocateMachineRoomNearby,
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
@@ -105,7 +105,7 @@ def test_by_config_ignores_its_inputs_and_checks_nothing() -> None:
     assert strategy.allocate(GROUP, "CID-0", queues(8), CIDS) == configured
 
 
-# -- PROTOCOL.md section 7 worked example: 8 queues, 3 consumers --------------------------------------
+# -- worked example: 8 queues, 3 consumers -------------------------------------------------------------
 
 
 @pytest.mark.parametrize(

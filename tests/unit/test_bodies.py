@@ -1,4 +1,4 @@
-"""Wire bodies: exact fastjson encodings of the PROTOCOL.md examples, lenient decoding, compressed
+"""Wire bodies: exact fastjson encodings of reference examples, lenient decoding, compressed
 REGISTER_BROKER bodies, and malformed input (always `BodyDecodeError`)."""
 
 from __future__ import annotations
@@ -62,7 +62,7 @@ from rocketflow.remoting.errors import BodyDecodeError
 
 MQ_A0 = MessageQueue("T", "broker-a", 0)
 
-# --------------------------------------------------------------------------- PROTOCOL.md examples
+# --------------------------------------------------------------------------- reference examples
 
 HEARTBEAT_JSON = (
     '{"clientID":"192.168.1.5@12345#8264937482",'
@@ -510,7 +510,7 @@ def test_malformed_compressed_register_body(data: bytes) -> None:
 
 
 def test_compressed_register_body_refuses_zlib_bombs(monkeypatch: pytest.MonkeyPatch) -> None:
-    import rocketflow.protocol.bodies as bodies_module
+    import rocketflow.protocol.bodies.route as bodies_module
 
     monkeypatch.setattr(bodies_module, "MAX_DECOMPRESSED_REGISTER_BODY", 1000)
     with pytest.raises(BodyDecodeError, match="more than 1000 bytes"):

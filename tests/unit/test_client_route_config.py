@@ -9,7 +9,7 @@ import pytest
 
 from rocketflow.client import ClientConfig, MQClientError, PullResult, PullStatus
 from rocketflow.client.api import process_pull_result
-from rocketflow.client.producer import ProducerSettings, select_queue_by_sharding_key
+from rocketflow.client.producer.producer import ProducerSettings, select_queue_by_sharding_key
 from rocketflow.client.route import (
     normalized_route,
     route_to_publish_info,

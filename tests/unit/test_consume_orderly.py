@@ -1,5 +1,5 @@
-"""`ConsumeMessageOrderlyService`'s retry delays (CONSUMER.md section 7, seed 000), with the consumer's
-scheduling call recorded: *submit later* (-1 = ``suspend_current_queue_time_millis``, clamped to
+"""`ConsumeMessageOrderlyService`'s retry delays (docs/design/consumer.md, "Orderly consumption"), with
+the consumer's scheduling call recorded: *submit later* (-1 = ``suspend_current_queue_time_millis``, clamped to
 10..30000 ms) and *try lock later* (100 ms at entry, 10 ms inside the loop; then 10 ms if the lock was
 won, 3000 ms if not)."""
 
@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from rocketflow.client import ConsumeOrderlyStatus, MessageModel, PushConsumerSettings
-from rocketflow.client.consume_context import ConsumeOrderlyContext
-from rocketflow.client.consume_orderly import ConsumeMessageOrderlyService
-from rocketflow.client.process_queue import ProcessQueue
-from rocketflow.client.stats import ConsumerStats
+from rocketflow.client.consumer.consume.context import ConsumeOrderlyContext
+from rocketflow.client.consumer.consume.orderly import ConsumeMessageOrderlyService
+from rocketflow.client.consumer.process_queue import ProcessQueue
+from rocketflow.client.consumer.stats import ConsumerStats
 from rocketflow.protocol.message import MessageExt, MessageQueue
 
 MQ = MessageQueue("T", "b", 0)
@@ -71,7 +71,7 @@ def listener(msgs: list[MessageExt], context: ConsumeOrderlyContext) -> ConsumeO
 
 def make(**settings: Any) -> tuple[ConsumeMessageOrderlyService, FakeConsumer, list[tuple[ProcessQueue, MessageQueue]]]:
     consumer = FakeConsumer(**settings)
-    service = ConsumeMessageOrderlyService(consumer, listener)  # type: ignore[arg-type]
+    service = ConsumeMessageOrderlyService(consumer, listener, consumer.rebalance, None)  # type: ignore[arg-type]
     submitted: list[tuple[ProcessQueue, MessageQueue]] = []
     service._submit = lambda pq, mq: submitted.append((pq, mq))  # type: ignore[method-assign]
     return service, consumer, submitted

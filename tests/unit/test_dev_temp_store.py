@@ -7,7 +7,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-from rocketflow.broker.dev import (
+from rocketflow.dev import (
     TEMP_STORE_OWNER_FILE,
     TEMP_STORE_PREFIX,
     mark_temp_store,

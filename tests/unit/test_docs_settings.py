@@ -20,7 +20,7 @@ from rocketflow.client import (
     PushConsumer,
     PushConsumerSettings,
 )
-from rocketflow.client.config import KeyOrderedConfig
+from rocketflow.client.consumer.push_settings import KeyOrderedConfig
 
 DOCS_DIR = Path(__file__).resolve().parents[2] / "docs"
 SETTINGS_DOC = DOCS_DIR / "consumer-settings.md"

@@ -1,4 +1,4 @@
-"""fastjson dialect: exact output for the PROTOCOL.md section 5 shapes, round trips, and fuzzed parsing."""
+"""fastjson dialect: exact output for the bodies' shapes as Java writes them, round trips, and fuzzed parsing."""
 
 from __future__ import annotations
 

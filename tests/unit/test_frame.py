@@ -81,7 +81,7 @@ def test_frame_length_words() -> None:
 
 
 def test_binary_header_sizes_match_rocketmq() -> None:
-    # PROTOCOL.md 1.4: fixed part 21 bytes; a 13-byte remark adds 13; one pair key/value adds 14.
+    # RocketMQ's binary header: fixed part 21 bytes; a 13-byte remark adds 13; one pair key/value adds 14.
     assert len(encode_binary_header(RemotingCommand(code=1))) == 21
     assert len(encode_binary_header(RemotingCommand(code=1, remark="Sample Remark"))) == 34
     assert len(encode_binary_header(RemotingCommand(code=1, ext_fields={"key": "value"}))) == 35

@@ -37,7 +37,7 @@ ALL_HEADER_CLASSES: list[type[CommandHeader]] = sorted(
     key=lambda cls: cls.__name__,
 )
 
-# (class, {wire name: required}) for the headers of PROTOCOL.md 2.3, written out independently of the code.
+# (class, {wire name: required}) for the headers of RocketMQ 4.9.3, written out independently of the code.
 EXPECTED_WIRE: list[tuple[str, dict[str, bool]]] = [
     ("GetRouteInfoRequestHeader", {"topic": True}),
     (

@@ -1,4 +1,4 @@
-"""Offset msg ids, UNIQ_KEY ids and packed hosts (PROTOCOL.md 3.6)."""
+"""Offset msg ids, UNIQ_KEY ids and packed hosts."""
 
 from __future__ import annotations
 

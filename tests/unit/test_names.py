@@ -1,4 +1,4 @@
-"""Names, permissions and system topics (PROTOCOL.md 4.3)."""
+"""Names, permissions and system topics."""
 
 from __future__ import annotations
 

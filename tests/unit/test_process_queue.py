@@ -1,4 +1,4 @@
-"""ProcessQueue: CONSUMER.md section 5 / PROTOCOL.md section 8."""
+"""ProcessQueue (see docs/design/consumer.md, "The process queue")."""
 
 from __future__ import annotations
 
@@ -9,12 +9,8 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from rocketflow.client.process_queue import (
-    DEFAULT_CONSUME_TIMEOUT_MS,
-    OffsetMap,
-    ProcessQueue,
-    ProcessQueueInfo,
-)
+from rocketflow.client.consumer.offset_map import OffsetMap
+from rocketflow.client.consumer.process_queue import DEFAULT_CONSUME_TIMEOUT_MS, ProcessQueue, ProcessQueueInfo
 from rocketflow.protocol.message import MessageConst, MessageExt
 
 START_MS = 1_700_000_000_000

@@ -1,4 +1,4 @@
-"""The properties string of PROTOCOL.md 3.4."""
+"""The message properties string."""
 
 from __future__ import annotations
 

@@ -8,10 +8,10 @@ import hashlib
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from rocketflow.grpc_protocol import definition_pb2 as pb
+from rocketflow.grpc_protocol import service_pb2 as spb
 from rocketflow.protocol.message import MessageConst, MessageExt
 from rocketflow.proxy import convert, wire
-from rocketflow.proxy.v2 import definition_pb2 as pb
-from rocketflow.proxy.v2 import service_pb2 as spb
 
 texts = st.text(min_size=1, max_size=40).filter(lambda text: text.strip() == text and " " not in text)
 millis = st.one_of(st.just(0), st.integers(0, 999), st.integers(0, 4_000_000_000_000).map(lambda ms: ms - ms % 1000),

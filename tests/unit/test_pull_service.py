@@ -14,9 +14,8 @@ import pytest
 from rocketflow import PushConsumer
 from rocketflow.client import AllocateMessageQueueAveragely, MessageModel, PushConsumerSettings
 from rocketflow.client.api import PullResult, PullStatus
-from rocketflow.client.errors import MQBrokerError, MQTimeoutError
-from rocketflow.client.process_queue import ProcessQueue
-from rocketflow.client.pull_service import (
+from rocketflow.client.consumer.coordinator.push import RebalancePushImpl
+from rocketflow.client.consumer.fetcher import (
     ANSWER_LATER_MIN_UNITS,
     OFFSET_ILLEGAL_FIX_DELAY_MILLS,
     PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION,
@@ -24,8 +23,9 @@ from rocketflow.client.pull_service import (
     PullMessageService,
     PullRequest,
 )
-from rocketflow.client.rebalance import RebalancePushImpl
-from rocketflow.client.stats import ConsumerStats
+from rocketflow.client.consumer.process_queue import ProcessQueue
+from rocketflow.client.consumer.stats import ConsumerStats
+from rocketflow.client.errors import MQBrokerError, MQTimeoutError
 from rocketflow.protocol.bodies import SubscriptionData
 from rocketflow.protocol.codec import encode_record
 from rocketflow.protocol.message import MessageExt, MessageQueue
@@ -81,7 +81,6 @@ class FakeConsumer:
         self.spawned: list[Coroutine[Any, Any, Any]] = []
         self.rebalance = RebalancePushImpl(self)  # type: ignore[arg-type]
         self.rebalance.put_subscription(SubscriptionData(TOPIC, "*", sub_version=1))
-        self.consume_service = self
 
     def new_process_queue(self) -> ProcessQueue:
         return ProcessQueue()
@@ -93,13 +92,17 @@ class FakeConsumer:
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None:
         self.spawned.append(coro)
 
+    def take(self, mq: MessageQueue, pq: ProcessQueue, records: list[Any]) -> None:
+        raise AssertionError("no undecodable record is pulled here")
+
 
 class Harness:
     """A pull service whose scheduling and broker calls are recorded instead of run."""
 
     def __init__(self, *, orderly: bool = False) -> None:
         self.consumer = FakeConsumer(orderly=orderly)
-        self.service = PullMessageService(self.consumer)  # type: ignore[arg-type]
+        consumer = self.consumer
+        self.service = PullMessageService(consumer, consumer.rebalance, consumer, consumer)  # type: ignore[arg-type]
         self.later: list[tuple[PullRequest, int]] = []
         self.immediately: list[PullRequest] = []
         self.tasks: list[tuple[Callable[[], None], int]] = []

@@ -8,8 +8,9 @@ import time
 
 import pytest
 
-from rocketflow.client.consume_orderly import MessageQueueLock
-from rocketflow.client.process_queue import ConsumeLock, ProcessQueue
+from rocketflow.client.consumer.consume.orderly import MessageQueueLock
+from rocketflow.client.consumer.consume_lock import ConsumeLock
+from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.protocol.message import MessageQueue
 
 

@@ -8,8 +8,8 @@ import asyncio
 
 import pytest
 
+from rocketflow.client.consumer.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from rocketflow.client.errors import MQBrokerError, MQClientError, MQConnectError, MQTimeoutError
-from rocketflow.client.offset_store import ReadOffsetType, RemoteBrokerOffsetStore
 from rocketflow.client.route import FindBrokerResult
 from rocketflow.protocol.message import MessageQueue
 from rocketflow.remoting.codes import ResponseCode

@@ -1,6 +1,6 @@
 """`RebalancePushImpl` against in-memory stand-ins for the client instance, offset store and pull service:
 allocation, reconciliation, removal under the consume lock, delayed unlock, pull-expired queues, the
-orderly lock rules and `compute_pull_from_where` (PROTOCOL.md 6.2)."""
+orderly lock rules and `compute_pull_from_where`."""
 
 from __future__ import annotations
 
@@ -11,9 +11,9 @@ from typing import Any
 import pytest
 
 from rocketflow.client import AllocateMessageQueueAveragely, ConsumeFromWhere, MessageModel, PushConsumerSettings
-from rocketflow.client.process_queue import ProcessQueue
-from rocketflow.client.pull_service import PullRequest
-from rocketflow.client.rebalance import RebalancePushImpl
+from rocketflow.client.consumer.coordinator.push import RebalancePushImpl
+from rocketflow.client.consumer.fetcher import PullRequest
+from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.client.route import FindBrokerResult
 from rocketflow.protocol.bodies import LockBatchRequestBody, SubscriptionData, UnlockBatchRequestBody
 from rocketflow.protocol.message import MessageExt, MessageQueue
@@ -122,6 +122,9 @@ class FakeConsumer:
 
     def spawn(self, coro: Any) -> None:
         self.tasks.append(asyncio.get_running_loop().create_task(coro))
+
+    def execute_pull_request(self, request: PullRequest) -> None:
+        self.pull_service.execute_pull_request_immediately(request)
 
 
 def make(**kwargs: Any) -> tuple[RebalancePushImpl, FakeConsumer]:
@@ -312,7 +315,7 @@ def test_remove_process_queue_leaves_a_newer_process_queue_alone() -> None:
 def test_a_dropped_process_queue_of_a_queue_assigned_back_is_replaced(monkeypatch: pytest.MonkeyPatch) -> None:
     """Its removal found the consume lock busy; when the queue comes back it must not idle until it is
     pull-expired: once its listener call is over, a fresh process queue starts (the broker lock is kept)."""
-    monkeypatch.setattr("rocketflow.client.rebalance.CONSUME_LOCK_TRY_TIMEOUT", 0.05)
+    monkeypatch.setattr("rocketflow.client.consumer.coordinator.rebalance.CONSUME_LOCK_TRY_TIMEOUT", 0.05)
     rebalance, consumer = make(orderly=True)
     mq = QUEUES[7]
     consumer.offset_store.stored[mq] = 30

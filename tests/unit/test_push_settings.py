@@ -18,8 +18,8 @@ from rocketflow.client import (
     MQClientError,
     PushConsumerSettings,
 )
-from rocketflow.client.consume_context import CMResult, ConsumeMessageDirectlyResult, is_async_callable
-from rocketflow.client.rebalance import parse_consume_timestamp
+from rocketflow.client.consumer.consume.context import CMResult, ConsumeMessageDirectlyResult, is_async_callable
+from rocketflow.client.consumer.options import parse_consume_timestamp
 from rocketflow.protocol.bodies import ConsumeType
 from rocketflow.remoting.errors import BodyDecodeError
 
@@ -65,7 +65,7 @@ def test_settings_reach_their_owners() -> None:
 
 
 def test_pull_exception_delay_defaults_per_consumer() -> None:
-    """3000 ms for push consumers (CONSUMER.md section 4), ClientConfig's 1000 ms for pull consumers;
+    """3000 ms for push consumers (RocketMQ's push consumer default), ClientConfig's 1000 ms for pull consumers;
     a value set explicitly, even 1000, wins."""
     assert ClientConfig().pull_time_delay_mills_when_exception == 1000
     assert PushConsumer("cg", namesrv=NAMESRV).client_config.pull_time_delay_mills_when_exception == 3000

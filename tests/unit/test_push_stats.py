@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from rocketflow.client.stats import ConsumerStats
+from rocketflow.client.consumer.stats import ConsumerStats
 
 
 class Clock:

@@ -1,4 +1,4 @@
-"""The record codec (PROTOCOL.md 3.3), batch bodies (2.3, code 320) and the system flags (3.1, 3.2)."""
+"""The record codec, batch bodies (SEND_BATCH_MESSAGE, code 320) and the system flags."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def hand_built_record(
     commit_log_offset: int = 4096,
     total_size: int | None = None,
 ) -> bytes:
-    """The layout table of PROTOCOL.md 3.3 written out field by field, independently of the codec."""
+    """The record layout written out field by field, independently of the codec."""
     fields = [
         struct.pack(">i", MAGIC_CODE),
         struct.pack(">i", zlib.crc32(body) & 0x7FFFFFFF),

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from rocketflow.client import MQClientError, create_reply_message
-from rocketflow.client.request_reply import is_reply, reply_from_push, stamp_request
+from rocketflow.client.instance.server_requests import reply_from_push
+from rocketflow.client.producer.request_reply import is_reply, stamp_request
 from rocketflow.protocol.codec import compress_body
 from rocketflow.protocol.message import Message, MessageConst
 from rocketflow.protocol.properties import encode_properties

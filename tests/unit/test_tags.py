@@ -1,4 +1,4 @@
-"""Tag hash codes and subscriptions (PROTOCOL.md 3.5)."""
+"""Tag hash codes and subscriptions."""
 
 from __future__ import annotations
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from rocketflow.broker.processors.admin import parse_topic_attributes
+from rocketflow.broker.processors.admin.topics import parse_topic_attributes
 from rocketflow.protocol.bodies import SubscriptionGroupConfig, TopicConfig
 
 

@@ -61,7 +61,7 @@ from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.errors import ProtocolError
 
-logger = logging.getLogger("rocketflow.acl")
+logger = logging.getLogger(__name__)
 
 #: Codes RocketMQ 4.9.3 reserves for admin accounts (``Permission.ADMIN_CODE``).
 ROCKETMQ_ADMIN_CODES: Final = frozenset({
@@ -79,6 +79,8 @@ BROKER_ADMIN_CODES: Final = ROCKETMQ_ADMIN_CODES | frozenset({
     RequestCode.GET_BROKER_CONFIG, RequestCode.GET_ALL_TOPIC_CONFIG, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG,
     RequestCode.GET_ALL_CONSUMER_OFFSET, RequestCode.GET_ALL_DELAY_OFFSET, RequestCode.GET_BROKER_CLUSTER_ACL_INFO,
     RequestCode.GET_BROKER_CLUSTER_ACL_CONFIG,
+    # makes a group's client consume a stored message of any topic (an operator's resend)
+    RequestCode.CONSUME_MESSAGE_DIRECTLY,
 })
 #: The name server's admin-only codes (the 4.9.3 name server has no ACL): those that change its state or
 #: keep a broker alive, and the reads of its configuration.

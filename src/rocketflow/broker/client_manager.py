@@ -24,7 +24,7 @@ from rocketflow.remoting.codes import LanguageCode, RequestCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import NotifyConsumerIdsChangedRequestHeader
 
-logger = logging.getLogger("rocketflow.broker.clients")
+logger = logging.getLogger(__name__)
 
 
 def _now_ms() -> int:
@@ -153,10 +153,6 @@ class ClientManager:
 
     def get_consumer_group(self, group: str) -> ConsumerGroupInfo | None:
         return self.consumer_groups.get(group)
-
-    def find_subscription(self, group: str, topic: str) -> SubscriptionData | None:
-        group_info = self.consumer_groups.get(group)
-        return None if group_info is None else group_info.subscriptions.get(topic)
 
     def groups_subscribing(self, topic: str) -> set[str]:
         return {name for name, info in self.consumer_groups.items() if topic in info.subscriptions}

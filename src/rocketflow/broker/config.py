@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Union, get_args, get_origin, get_type_hints
 
+from rocketflow.errors import RocketflowError
 from rocketflow.net.tls import ClientAuth, TlsClientSettings, TlsConfigError, TlsMode, TlsServerSettings
 from rocketflow.store.config import BrokerRole, FlushDiskType, StoreConfig
 
@@ -30,7 +31,7 @@ REQUEST_BOUNDS: Final = ("max_groups_per_heartbeat", "max_subscriptions_per_grou
                          "max_subscription_length", "max_queues_per_request", "max_config_lines")
 
 
-class BrokerConfigError(ValueError):
+class BrokerConfigError(RocketflowError, ValueError):
     """A setting that cannot be used (unknown name, bad value)."""
 
 

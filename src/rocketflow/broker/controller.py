@@ -1,27 +1,28 @@
-"""`BrokerController`: wires the store, managers, processors and periodic tasks of one broker.
+"""`BrokerController`: builds one broker's parts and processors, wires them, and runs its lifecycle.
 
-The broker is one asyncio loop. Store puts are made from the loop thread (under SYNC_FLUSH the
-flush is awaited through `asyncio.wrap_future`, so the loop never blocks on fsync), which is
-also where the store's dispatch listener wakes held long-polling pulls.
+The broker is one asyncio loop. The controller assembles the `BrokerContext` (`BrokerParts`), the put
+path, the replication side and the services (delayed delivery, transaction check-back), hands each
+processor what it uses and registers it with the server; then it starts and stops everything in
+order and runs the periodic tasks. Nothing it builds refers back to it. See
+docs/design/broker.md#the-controller.
 """
 
 from __future__ import annotations
 
 import asyncio
-import dataclasses
 import logging
 import time
-from collections import deque
 from collections.abc import Awaitable, Callable
 from types import TracebackType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from rocketflow import __version__
 from rocketflow.acl import AclClientHook, AclRequestHook, PlainAclFile, PlainAclValidator, SessionCredentials
-from rocketflow.broker.client_manager import ClientManager
-from rocketflow.broker.config import BrokerConfig
+from rocketflow.broker.config import BrokerConfig, BrokerConfigError
+from rocketflow.broker.context import BrokerContext, BrokerParts
 from rocketflow.broker.long_polling import PullRequestHoldService
-from rocketflow.broker.metrics import BrokerMetrics
+from rocketflow.broker.message_filter import FilterCompiler
+from rocketflow.broker.message_put import MessagePut
+from rocketflow.broker.metrics import BrokerMetrics, MetricsSource
 from rocketflow.broker.namesrv_registrar import NamesrvRegistrar
 from rocketflow.broker.processors.admin import AdminBrokerProcessor
 from rocketflow.broker.processors.client_manage import ClientManageProcessor
@@ -31,122 +32,55 @@ from rocketflow.broker.processors.pull import PullMessageProcessor
 from rocketflow.broker.processors.query import QueryMessageProcessor
 from rocketflow.broker.processors.reply import ReplyMessageProcessor
 from rocketflow.broker.processors.send import SendMessageProcessor
-from rocketflow.broker.rebalance_lock_manager import RebalanceLockManager
+from rocketflow.broker.processors.send_back import SendBackProcessor
+from rocketflow.broker.replication import BrokerReplication
 from rocketflow.broker.schedule_message_service import ScheduleMessageService
 from rocketflow.broker.slave_synchronize import SlaveSynchronize
-from rocketflow.broker.subscription_group_manager import SubscriptionGroupManager
-from rocketflow.broker.topic_config_manager import TopicConfigManager
 from rocketflow.broker.transaction import TransactionalMessageService
-from rocketflow.broker.unconsumed_deletions import UnconsumedDeletions
-from rocketflow.net import Channel, RemotingClient, RemotingServer
+from rocketflow.net import Channel, Processor, RemotingServer
 from rocketflow.protocol.bodies import TopicConfigSerializeWrapper
-from rocketflow.protocol.ids import pack_host
 from rocketflow.protocol.names import is_readable, is_writeable
 from rocketflow.remoting.command import ROCKETMQ_VERSION
-from rocketflow.store import AppendResult, BrokerRole, MessageStore, PutMessageStatus
-from rocketflow.store.config_file import ConfigPersister, ConsumerOffsetManager, DelayOffsetManager
+from rocketflow.store import AppendResult, BrokerRole
+from rocketflow.store.config_file import ConfigPersister
 from rocketflow.store.ha import HAClient, HAService
+from rocketflow.version import __version__
 
-if TYPE_CHECKING:
-    from rocketflow.proxy import GrpcServer
-
-logger = logging.getLogger("rocketflow.broker")
+logger = logging.getLogger(__name__)
 
 #: The version name 4.9.3 reports (MQVersion.getVersionDesc(399)).
 BROKER_VERSION_DESC = "V4_9_3"
 
 
-class BrokerStats:
-    """Put/get counters and their recent rates (for GET_BROKER_RUNTIME_INFO and GET_CONSUME_STATS)."""
+class BrokerEndpoint(Protocol):
+    """A server run beside the broker's remoting server, on its parts: the gRPC endpoint for RocketMQ 5.x
+    clients (`rocketflow.proxy.GrpcServer`). Started once the broker serves, stopped first."""
 
-    WINDOW_SECONDS = 10
+    @property
+    def address(self) -> str: ...
 
-    def __init__(self) -> None:
-        self.put_total = 0
-        self.put_bytes = 0
-        self.put_failures = 0
-        self.get_total = 0
-        self.get_bytes = 0
-        self.group_get_total: dict[str, int] = {}
-        self._samples: deque[tuple[float, int, int, dict[str, int]]] = deque(maxlen=self.WINDOW_SECONDS + 1)
-        self.boot_timestamp = time.time_ns() // 1_000_000
+    async def start(self) -> None: ...
 
-    def put_messages(self, count: int, size: int) -> None:
-        self.put_total += count
-        self.put_bytes += size
+    async def stop(self) -> None: ...
 
-    def get_messages(self, count: int, size: int, group: str | None = None) -> None:
-        self.get_total += count
-        self.get_bytes += size
-        if group is not None:
-            self.group_get_total[group] = self.group_get_total.get(group, 0) + count
+    def stats(self) -> dict[str, str]:
+        """Rows added to GET_BROKER_RUNTIME_INFO."""
 
-    def sample(self) -> None:
-        self._samples.append((time.monotonic(), self.put_total, self.get_total, dict(self.group_get_total)))
 
-    def _rate(self, pick: Callable[[tuple[float, int, int, dict[str, int]]], int]) -> float:
-        if len(self._samples) < 2:
-            return 0.0
-        first, last = self._samples[0], self._samples[-1]
-        elapsed = last[0] - first[0]
-        return (pick(last) - pick(first)) / elapsed if elapsed > 0 else 0.0
-
-    def put_tps(self) -> float:
-        return self._rate(lambda sample: sample[1])
-
-    def get_tps(self) -> float:
-        return self._rate(lambda sample: sample[2])
-
-    def group_get_tps(self, group: str) -> float:
-        return self._rate(lambda sample: sample[3].get(group, 0))
+#: Makes the gRPC endpoint of a broker from its parts, the lookup of its processors by request code, and
+#: the host and port to listen on: `rocketflow.proxy.grpc_endpoint` (which needs the ``grpc`` extra). The
+#: proxy builds on the broker, so the broker is handed it rather than importing it.
+GrpcEndpointFactory = Callable[[BrokerContext, Callable[[int], Processor | None], str, int], BrokerEndpoint]
 
 
 class BrokerController:
     """One broker: ``await start()``, serve, ``await stop()`` (or ``async with``)."""
 
-    def __init__(self, config: BrokerConfig | None = None) -> None:
+    def __init__(self, config: BrokerConfig | None = None, *, grpc_endpoint: GrpcEndpointFactory | None = None) -> None:
         self.config = config = config or BrokerConfig()
-        self.delay_levels_ms = config.delay_levels_ms
-        self.store = MessageStore(config.store)
-        self.topics = TopicConfigManager(config, on_change=self._topics_changed)
-        self.groups = SubscriptionGroupManager(config)
-        self.offsets = ConsumerOffsetManager(config.store.config_dir)
-        self.delay_offsets = DelayOffsetManager(config.store.config_dir)
-        #: writes topic and group changes off the loop, in batches (see rocketflow.store.config_file)
-        self.config_persister = ConfigPersister(name=f"config-persister {config.broker_name}")
-        self.config_persister.attach(self.topics.table, self.groups.table)
-        self.clients = ClientManager(notify_enabled=lambda: config.notify_consumer_ids_changed_enable,
-                                     channel_expired_ms=config.channel_expired_timeout_ms)
-        self.locks = RebalanceLockManager(config.rebalance_lock_max_live_time_ms)
-        self.stats = BrokerStats()
-        #: messages retention deleted before their groups consumed them (logged, counted, reported)
-        self.unconsumed_deletions = UnconsumedDeletions(lambda: self.offsets.table)
-        self.store.clean_service.trim_listeners.append(self.unconsumed_deletions.on_trimmed)
-        self.server = RemotingServer(config.listen_host, config.listen_port, name=f"broker {config.broker_name}",
-                                     channel_max_idle_seconds=config.server_channel_max_idle_seconds,
-                                     on_close=self._channel_closed, tls=config.tls_server_settings())
-        self.send_processor = SendMessageProcessor(self)
-        self.pull_processor = PullMessageProcessor(self)
-        self.hold_service = PullRequestHoldService(
-            self.pull_processor.run_without_suspend,
-            long_polling_enable=config.long_polling_enable,
-            short_polling_time_ms=config.short_polling_time_ms,
-            check_interval_ms=config.long_polling_check_interval_ms if config.long_polling_enable
-            else config.short_polling_time_ms,
-            max_offset=self.store.get_max_offset_in_queue,
-        )
-        self.schedule = ScheduleMessageService(self, self.delay_offsets, self.delay_levels_ms)
-        self.transactions = TransactionalMessageService(self)
-        self.admin_processor = AdminBrokerProcessor(self)
-        self.send_processor.register_to(self.server)
-        self.pull_processor.register_to(self.server)
-        QueryMessageProcessor(self).register_to(self.server)
-        ClientManageProcessor(self).register_to(self.server)
-        ConsumerManageProcessor(self).register_to(self.server)
-        EndTransactionProcessor(self).register_to(self.server)
-        self.reply_processor = ReplyMessageProcessor(self)
-        self.reply_processor.register_to(self.server)
-        self.server.register_default(self.admin_processor.process)
+        if config.grpc_port is not None and grpc_endpoint is None:
+            raise BrokerConfigError("grpc_port is set but the broker was given no gRPC endpoint to serve it "
+                                    "(BrokerController(config, grpc_endpoint=rocketflow.proxy.grpc_endpoint))")
         #: the plain ACL file when ``acl_enable`` (checked before any processor runs; see docs/acl.md)
         self.acl_file: PlainAclFile | None = None
         self.acl_hook: AclRequestHook | None = None
@@ -154,19 +88,49 @@ class BrokerController:
             self.acl_file = PlainAclFile(config.acl_file_path,
                                          check_interval=config.acl_reload_check_interval_ms / 1000)
             self.acl_hook = AclRequestHook(PlainAclValidator(self.acl_file))
+        #: the parts every processor and service works on (their `BrokerContext`)
+        self.parts = parts = BrokerParts.create(config, acl_hook=self.acl_hook, on_topics_change=self._topics_changed)
+        self.store = parts.store
+        self.topics = parts.topics
+        self.groups = parts.groups
+        self.offsets = parts.offsets
+        self.delay_offsets = parts.delay_offsets
+        self.clients = parts.clients
+        self.locks = parts.locks
+        self.stats = parts.stats
+        #: messages retention deleted before their groups consumed them (logged, counted, reported)
+        self.unconsumed_deletions = parts.unconsumed_deletions
+        #: writes topic and group changes off the loop, in batches (see rocketflow.store.config_file)
+        self.config_persister = ConfigPersister(name=f"config-persister {config.broker_name}")
+        self.config_persister.attach(self.topics.table, self.groups.table)
+        self.server = RemotingServer(config.listen_host, config.listen_port, name=f"broker {config.broker_name}",
+                                     channel_max_idle_seconds=config.server_channel_max_idle_seconds,
+                                     on_close=self._channel_closed, tls=config.tls_server_settings())
+        if self.acl_hook is not None:
             self.server.set_request_hook(self.acl_hook)
+        self.replication = BrokerReplication(config, parts.store, parts, parts.identity)
+        put_path = MessagePut(parts, self.replication)
+        filters = FilterCompiler()
+        self.send_processor = SendMessageProcessor(parts, put_path)
+        self.pull_processor = PullMessageProcessor(parts, filters)
+        self.hold_service: PullRequestHoldService = self.pull_processor.hold_service
+        self.schedule = ScheduleMessageService(parts, put_path)
+        self.transactions = TransactionalMessageService(parts, put_path)
+        self.reply_processor = ReplyMessageProcessor(parts, put_path)
+        self.admin_processor = AdminBrokerProcessor(parts, runtime_info=self.runtime_info,
+                                                    permission_changed=self._topics_changed)
+        for processor in (self.send_processor, SendBackProcessor(parts, put_path), self.pull_processor,
+                          QueryMessageProcessor(parts), ClientManageProcessor(parts, filters),
+                          ConsumerManageProcessor(parts), EndTransactionProcessor(parts, self.transactions),
+                          self.reply_processor):
+            processor.register_to(self.server)
+        self.server.register_default(self.admin_processor.process)
         self.registrar: NamesrvRegistrar | None = None
         #: the Prometheus endpoint, when ``metrics_port`` is set (see rocketflow.broker.metrics)
         self.metrics: BrokerMetrics | None = None
         #: the gRPC endpoint for RocketMQ 5.x clients, when ``grpc_port`` is set (see rocketflow.proxy)
-        self.grpc: GrpcServer | None = None
-        self.store_host = pack_host(config.advertised_ip, config.listen_port)
-        #: a master's replication service (slaves connect to it), None on a slave or before start
-        self.ha_service: HAService | None = None
-        #: a slave's replication client and its copier of the master's tables, None on a master
-        self.ha_client: HAClient | None = None
-        self.slave_sync: SlaveSynchronize | None = None
-        self._slave_client: RemotingClient | None = None
+        self.grpc: BrokerEndpoint | None = None
+        self._grpc_endpoint = grpc_endpoint
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._stopping = False
@@ -187,12 +151,14 @@ class BrokerController:
         return f"{self.broker_ip}:{self.server.port}"
 
     @property
+    def store_host(self) -> bytes:
+        """This broker's address as its records store it."""
+        return self.parts.identity.store_host
+
+    @property
     def ha_server_address(self) -> str:
         """``ip:port`` of the HA service slaves replicate from (registered with the name servers)."""
-        if self.ha_service is not None:
-            return f"{self.broker_ip}:{self.ha_service.port}"
-        port = self.config.store.ha_listen_port
-        return f"{self.broker_ip}:{self.server.port + 1 if port is None else port}"  # before start
+        return self.replication.ha_server_address(self.server.port)
 
     @property
     def is_slave(self) -> bool:
@@ -201,21 +167,26 @@ class BrokerController:
     @property
     def replicates_synchronously(self) -> bool:
         """A SYNC_MASTER with its HA service up: puts are acknowledged once a slave has them."""
-        return self.ha_service is not None and self.config.store.broker_role is BrokerRole.SYNC_MASTER
+        return self.replication.replicates_synchronously
 
     async def wait_for_replica(self, result: AppendResult) -> AppendResult:
-        """SYNC_MASTER: a stored put is acknowledged once a slave has it too (RocketMQ's handleHA);
-        FLUSH_SLAVE_TIMEOUT after ``syncFlushTimeout``, SLAVE_NOT_AVAILABLE when no slave is in sync."""
-        ha = self.ha_service
-        if ha is None or not self.replicates_synchronously or result.status is not PutMessageStatus.PUT_OK:
-            return result
-        if not ha.is_slave_ok(result.end_offset):
-            return dataclasses.replace(result, status=PutMessageStatus.SLAVE_NOT_AVAILABLE)
-        if await ha.wait_for_slave(result.end_offset, self.config.store.sync_flush_timeout_ms / 1000):
-            return result
-        logger.warning("slave did not acknowledge offset %d within %d ms", result.end_offset,
-                       self.config.store.sync_flush_timeout_ms)
-        return dataclasses.replace(result, status=PutMessageStatus.FLUSH_SLAVE_TIMEOUT)
+        """See `BrokerReplication.wait_for_replica`."""
+        return await self.replication.wait_for_replica(result)
+
+    @property
+    def ha_service(self) -> HAService | None:
+        """A master's replication service (slaves connect to it), None on a slave or before start."""
+        return self.replication.ha_service
+
+    @property
+    def ha_client(self) -> HAClient | None:
+        """A slave's replication client, None on a master."""
+        return self.replication.ha_client
+
+    @property
+    def slave_sync(self) -> SlaveSynchronize | None:
+        """A slave's copier of the master's tables, None on a master."""
+        return self.replication.slave_sync
 
     # ------------------------------------------------------------------ lifecycle
 
@@ -246,9 +217,9 @@ class BrokerController:
             await asyncio.to_thread(self.config_persister.stop)
             await asyncio.to_thread(self.store.shutdown)
             raise
-        self.store_host = pack_host(self.broker_ip, self.server.port)
+        self.parts.identity.bind(self.server.port)
         try:
-            await self._start_replication()
+            await self.replication.start(self.server.port)
         except BaseException:
             await self.server.stop()
             await asyncio.to_thread(self.config_persister.stop)
@@ -270,8 +241,9 @@ class BrokerController:
         if config.access_key is not None and config.secret_key is not None:
             self.registrar.client.rpc_hook = AclClientHook(SessionCredentials(config.access_key, config.secret_key))
         await self.registrar.start()
-        if self.slave_sync is not None:
-            self._every(config.slave_synchronize_interval_ms, self.slave_sync.sync_all, "slave synchronize")
+        slave_sync = self.replication.slave_sync
+        if slave_sync is not None:
+            self._every(config.slave_synchronize_interval_ms, slave_sync.sync_all, "slave synchronize")
         # file writes with fsyncs (tens of ms on a busy disk) run off the loop
         self._every(config.flush_consumer_offset_interval_ms, self.offsets.persist, "consumer offsets", in_thread=True)
         self._every(config.flush_delay_offset_interval_ms, self.delay_offsets.persist, "delay offsets", in_thread=True)
@@ -282,7 +254,8 @@ class BrokerController:
         if config.grpc_port is not None:
             await self._start_grpc(config.grpc_port)
         if config.metrics_port:
-            metrics = BrokerMetrics(self)
+            metrics = BrokerMetrics(MetricsSource(self.parts, held_pulls=lambda: self.hold_service.held_count,
+                                                  connections=lambda: len(self.server.channels)))
             try:
                 metrics.start()
             except OSError:
@@ -313,7 +286,7 @@ class BrokerController:
         await self.transactions.stop()
         await self.hold_service.stop()
         await self.server.stop()
-        await self._stop_replication()
+        await self.replication.stop()
         await asyncio.to_thread(self.config_persister.stop)
         self.persist_all()
         await asyncio.to_thread(self.store.shutdown)
@@ -329,9 +302,9 @@ class BrokerController:
         await self.stop()
 
     async def _start_grpc(self, port: int) -> None:
-        from rocketflow.proxy import BrokerAccess, GrpcServer  # needs the `grpc` extra
-
-        grpc_server = GrpcServer(BrokerAccess(self), self.config.listen_host, port)
+        if self._grpc_endpoint is None:  # refused in __init__
+            raise BrokerConfigError("grpc_port is set but the broker was given no gRPC endpoint")
+        grpc_server = self._grpc_endpoint(self.parts, self.server.processor_for, self.config.listen_host, port)
         try:
             await grpc_server.start()
         except BaseException:
@@ -380,51 +353,13 @@ class BrokerController:
                 topic_config.perm = permission
         return wrapper
 
-    # ------------------------------------------------------------------ replication
-
-    async def _start_replication(self) -> None:
-        config = self.config
-        store_config = config.store
-        if not self.is_slave:
-            port = store_config.ha_listen_port
-            if port is None:  # RocketMQ's listen port + 1; with a free listen port, a free HA port too
-                port = self.server.port + 1 if config.listen_port else 0
-            service = HAService(self.store, config.listen_host, port)
-            await service.start()
-            self.ha_service = service
-            return
-        self.ha_client = HAClient(self.store, store_config.ha_master_address)
-        await self.ha_client.start()
-        self._slave_client = RemotingClient(name="broker-slave-sync", tls=config.tls_client_settings())
-        if config.access_key is not None and config.secret_key is not None:
-            self._slave_client.rpc_hook = AclClientHook(SessionCredentials(config.access_key, config.secret_key))
-        self.slave_sync = SlaveSynchronize(self, self._slave_client)
-
-    async def _stop_replication(self) -> None:
-        if self.ha_service is not None:
-            await self.ha_service.stop()
-            self.ha_service = None
-        if self.ha_client is not None:
-            await self.ha_client.stop()
-            self.ha_client = None
-        if self._slave_client is not None:
-            await self._slave_client.close()
-            self._slave_client = None
-        self.slave_sync = None
+    # ------------------------------------------------------------------ events
 
     def _registered(self, ha_server_addr: str | None, master_addr: str | None) -> None:
-        """A name server's answer to REGISTER_BROKER: a slave learns where its master is."""
-        if self.ha_client is not None and ha_server_addr and self.config.store.ha_master_address is None:
-            self.ha_client.update_master_address(ha_server_addr)
-        sync = self.slave_sync
-        if sync is not None and master_addr and master_addr != sync.master_address:
-            first = sync.master_address is None
-            sync.master_address = master_addr
-            if first:  # copy the tables now rather than at the first period
-                task = asyncio.get_running_loop().create_task(sync.sync_all())
-                self._tasks.append(task)
-
-    # ------------------------------------------------------------------ events
+        """A name server's answer to REGISTER_BROKER (a slave learns where its master is)."""
+        first_sync = self.replication.registered(ha_server_addr, master_addr)
+        if first_sync is not None:
+            self._tasks.append(asyncio.get_running_loop().create_task(first_sync))
 
     def _topics_changed(self) -> None:
         if self.registrar is not None:
@@ -476,15 +411,10 @@ class BrokerController:
             "brokerRole": self.config.store.broker_role.value,
             "brokerId": str(self.config.broker_id),
         })
-        if self.ha_service is not None:
-            info.update(self.ha_service.stats())
+        info.update(self.replication.runtime_info())
         if self.grpc is not None:
             info.update(self.grpc.stats())
-        if self.ha_client is not None:
-            info["haMasterAddress"] = self.ha_client.master_address or ""
-            info["haConnected"] = str(self.ha_client.connected).lower()
-            info["haReportedOffset"] = str(self.ha_client.reported_offset)
         return info
 
 
-__all__ = ["BROKER_VERSION_DESC", "BrokerController", "BrokerStats"]
+__all__ = ["BROKER_VERSION_DESC", "BrokerController", "BrokerEndpoint", "GrpcEndpointFactory"]

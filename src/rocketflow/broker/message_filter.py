@@ -12,10 +12,26 @@ from collections import OrderedDict
 from typing import Final
 
 from rocketflow.filter import EXPRESSION_TYPE_SQL92, FilterSyntaxError, Sql92Filter, compile_sql92
+from rocketflow.protocol.bodies import SubscriptionData
 from rocketflow.protocol.codec import RecordDecodeError, decode_record
 
 #: Compiled expressions kept per broker (consumers of a group share one).
 FILTER_CACHE_SIZE: Final = 1024
+
+
+def is_tag_type(expression_type: str | None) -> bool:
+    """Whether a subscription's expression type is TAG (RocketMQ's default when none is given)."""
+    return not expression_type or expression_type == "TAG"
+
+
+def filter_codes(subscription: SubscriptionData | None) -> frozenset[int] | None:
+    """The tag codes a pull passes (None = everything), as ExpressionMessageFilter matches the consume queue."""
+    if subscription is None or subscription.class_filter_mode:
+        return None
+    sub_string = subscription.sub_string
+    if not sub_string or sub_string.strip() in ("*", ""):
+        return None
+    return frozenset(subscription.code_set)
 
 
 class Sql92MessageFilter:
@@ -58,4 +74,4 @@ class FilterCompiler:
         return compiled
 
 
-__all__ = ["FILTER_CACHE_SIZE", "FilterCompiler", "Sql92MessageFilter"]
+__all__ = ["FILTER_CACHE_SIZE", "FilterCompiler", "Sql92MessageFilter", "filter_codes", "is_tag_type"]

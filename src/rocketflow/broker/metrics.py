@@ -15,9 +15,9 @@ import asyncio
 import concurrent.futures
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Histogram
@@ -25,12 +25,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import start_wsgi_server
 from prometheus_client.registry import Collector
 
-from rocketflow import __version__
+from rocketflow.broker.context import BrokerContext
+from rocketflow.version import __version__
 
-if TYPE_CHECKING:
-    from rocketflow.broker.controller import BrokerController
-
-logger = logging.getLogger("rocketflow.broker.metrics")
+logger = logging.getLogger(__name__)
 
 #: Upper bounds (seconds) of the flush latency buckets: page-cache flushes to slow disks.
 FLUSH_LATENCY_BUCKETS: Final = (0.0001, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0,
@@ -70,10 +68,22 @@ class BrokerSnapshot:
     unconsumed_deleted: dict[tuple[str, str], int]
 
 
-def take_snapshot(broker: BrokerController) -> BrokerSnapshot:
+@dataclass(frozen=True, slots=True)
+class MetricsSource:
+    """What a scrape reads: the broker's parts, and the two counts only its server and pull holder know."""
+
+    ctx: BrokerContext
+    #: pulls held by long polling now
+    held_pulls: Callable[[], int]
+    #: open client connections now
+    connections: Callable[[], int]
+
+
+def take_snapshot(source: MetricsSource) -> BrokerSnapshot:
     """Read everything a scrape reports; call it on the broker's event loop."""
-    stats = broker.stats
-    store = broker.store
+    ctx = source.ctx
+    stats = ctx.stats
+    store = ctx.store
     # queues that hold or held messages only: configured empty queues (BenchmarkTest alone has 1024)
     # would add thousands of zero series
     queue_offsets = {
@@ -82,7 +92,7 @@ def take_snapshot(broker: BrokerController) -> BrokerSnapshot:
         for topic, queue_id in store.topic_queues()
     }
     consumer_offsets: dict[tuple[str, str, int], int] = {}
-    for key, queues in list(broker.offsets.table.items()):
+    for key, queues in list(ctx.offsets.table.items()):
         topic, separator, group = key.rpartition("@")
         if not separator:
             continue
@@ -90,8 +100,8 @@ def take_snapshot(broker: BrokerController) -> BrokerSnapshot:
             consumer_offsets[(group, topic, queue_id)] = offset
     groups = dict(stats.group_get_total)
     return BrokerSnapshot(
-        broker_name=broker.config.broker_name,
-        cluster=broker.config.cluster,
+        broker_name=ctx.config.broker_name,
+        cluster=ctx.config.cluster,
         put_messages=stats.put_total,
         put_bytes=stats.put_bytes,
         put_failures=stats.put_failures,
@@ -103,22 +113,22 @@ def take_snapshot(broker: BrokerController) -> BrokerSnapshot:
         group_get_tps={group: stats.group_get_tps(group) for group in groups},
         queue_offsets=queue_offsets,
         consumer_offsets=consumer_offsets,
-        held_pulls=broker.hold_service.held_count,
-        lock_entries=broker.locks.entry_counts(),
-        connections=len(broker.server.channels),
+        held_pulls=source.held_pulls(),
+        lock_entries=ctx.locks.entry_counts(),
+        connections=source.connections(),
         commit_log_min_offset=store.min_phy_offset,
         commit_log_max_offset=store.max_phy_offset,
-        topics=len(broker.topics.topics),
-        subscription_groups=len(broker.groups.groups),
-        unconsumed_deleted=broker.unconsumed_deletions.counts(),
+        topics=len(ctx.topics.topics),
+        subscription_groups=len(ctx.groups.groups),
+        unconsumed_deleted=ctx.unconsumed_deletions.counts(),
     )
 
 
 class BrokerCollector(Collector):
     """Builds the broker's metric families from a fresh `BrokerSnapshot` at each scrape."""
 
-    def __init__(self, broker: BrokerController, flush_latency: Histogram) -> None:
-        self._broker = broker
+    def __init__(self, source: MetricsSource, flush_latency: Histogram) -> None:
+        self._source = source
         self._flush_latency = flush_latency
         self._loop: asyncio.AbstractEventLoop | None = None
         self._loop_thread: int | None = None
@@ -132,12 +142,12 @@ class BrokerCollector(Collector):
         """A snapshot taken on the broker's loop; None when the loop does not answer (broker stopping)."""
         loop = self._loop
         if loop is None or threading.get_ident() == self._loop_thread:
-            return take_snapshot(self._broker)
+            return take_snapshot(self._source)
         if loop.is_closed():
             return None
 
         async def on_loop() -> BrokerSnapshot:
-            return take_snapshot(self._broker)
+            return take_snapshot(self._source)
 
         try:
             future = asyncio.run_coroutine_threadsafe(on_loop(), loop)
@@ -236,12 +246,12 @@ def snapshot_families(snapshot: BrokerSnapshot) -> Iterator[Metric]:
 class BrokerMetrics:
     """The registry, collector and HTTP endpoint of one broker's metrics."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    def __init__(self, source: MetricsSource) -> None:
+        self.source = source
         self.registry = CollectorRegistry(auto_describe=False)
         self.flush_latency = Histogram(PREFIX + "store_flush_seconds", "Duration of commit-log flushes (fsync).",
                                        buckets=FLUSH_LATENCY_BUCKETS, registry=None)
-        self.collector = BrokerCollector(broker, self.flush_latency)
+        self.collector = BrokerCollector(source, self.flush_latency)
         self.registry.register(self.collector)
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
@@ -256,7 +266,7 @@ class BrokerMetrics:
         """``host:port`` of the endpoint, None when not serving."""
         if self._server is None:
             return None
-        return f"{self.broker.config.metrics_host}:{self._server.server_port}"
+        return f"{self.source.ctx.config.metrics_host}:{self._server.server_port}"
 
     def start(self, port: int | None = None, host: str | None = None) -> None:
         """Bind the collector to the running loop, time store flushes, serve ``/metrics`` on ``host:port``.
@@ -266,7 +276,7 @@ class BrokerMetrics:
         """
         if self._server is not None:
             raise RuntimeError("broker metrics are already served")
-        config = self.broker.config
+        config = self.source.ctx.config
         port = config.metrics_port if port is None else port
         host = config.metrics_host if host is None else host
         self.collector.bind_loop(asyncio.get_running_loop())
@@ -274,12 +284,12 @@ class BrokerMetrics:
             self._server, self._thread = start_wsgi_server(port, addr=host, registry=self.registry)
         except OSError as exc:
             raise OSError(exc.errno, f"cannot serve broker metrics on {host}:{port}: {exc.strerror or exc}") from None
-        self.broker.store.flush_stats.flush_latency_observer = self.flush_latency.observe
+        self.source.ctx.store.flush_stats.flush_latency_observer = self.flush_latency.observe
         logger.info("broker %s metrics on http://%s:%d/metrics", config.broker_name, host, self.port)
 
     def stop(self) -> None:
         """Stop serving and stop timing flushes (blocks briefly: call it off the loop)."""
-        self.broker.store.flush_stats.flush_latency_observer = None
+        self.source.ctx.store.flush_stats.flush_latency_observer = None
         server, thread = self._server, self._thread
         self._server = self._thread = None
         if server is not None:
@@ -294,6 +304,7 @@ __all__ = [
     "BrokerCollector",
     "BrokerMetrics",
     "BrokerSnapshot",
+    "MetricsSource",
     "snapshot_families",
     "take_snapshot",
 ]

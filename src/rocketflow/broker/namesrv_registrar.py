@@ -22,7 +22,7 @@ from rocketflow.remoting.headers import (
     UnRegisterBrokerRequestHeader,
 )
 
-logger = logging.getLogger("rocketflow.broker.registrar")
+logger = logging.getLogger(__name__)
 
 
 class NamesrvRegistrar:

@@ -1,4 +1,4 @@
-"""`RebalanceLockManager`: broker-side queue locks of orderly consumers (PROTOCOL.md 5.3, CONSUMER.md 7).
+"""`RebalanceLockManager`: broker-side queue locks of orderly consumers (LOCK_BATCH_MQ / UNLOCK_BATCH_MQ).
 
 ``group -> queue -> (client id, last update)`` behind one mutex. A lock held by a client is
 refreshed when that client locks again, taken over once it is older than the max live time,
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from rocketflow.protocol.message import MessageQueue
 
-logger = logging.getLogger("rocketflow.broker.locks")
+logger = logging.getLogger(__name__)
 
 #: ``rocketmq.broker.rebalance.lockMaxLiveTime``
 DEFAULT_LOCK_MAX_LIVE_TIME_MS = 60_000
@@ -52,10 +52,6 @@ class RebalanceLockManager:
         self._clock_ms = clock_ms
         self._lock = threading.Lock()
         self._table: dict[str, dict[MessageQueue, LockEntry]] = {}
-
-    def is_locked(self, group: str, queue: MessageQueue, client_id: str) -> bool:
-        entry = self._table.get(group, {}).get(queue)
-        return entry is not None and entry.is_locked_by(client_id, self._clock_ms(), self.max_live_time_ms)
 
     def try_lock_batch(self, group: str, queues: Iterable[MessageQueue], client_id: str) -> set[MessageQueue]:
         """The subset of ``queues`` held by ``client_id`` after this call."""

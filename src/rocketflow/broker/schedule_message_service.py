@@ -1,9 +1,9 @@
-"""`ScheduleMessageService`: delivers delayed messages (PROTOCOL.md 4.2).
+"""`ScheduleMessageService`: delivers delayed messages.
 
 A message with delay level L waits in queue L-1 of SCHEDULE_TOPIC_XXXX; its consume-queue tags
 code is its deliver time. Each level's progress is a consume offset kept in ``delayOffset.json``.
 When a message is due it is stored again under its REAL_TOPIC / REAL_QID with DELAY removed.
-The first check runs 1 s after start, then every 100 ms.
+The first check runs 1 s after start, then every 100 ms. See docs/design/broker.md#delayed-delivery.
 """
 
 from __future__ import annotations
@@ -11,21 +11,18 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+from rocketflow.broker.context import BrokerContext
+from rocketflow.broker.message_put import MessagePut
+from rocketflow.protocol.bodies import TopicFilterType
 from rocketflow.protocol.codec import RecordDecodeError, decode_record
 from rocketflow.protocol.message import MessageConst
 from rocketflow.protocol.names import SCHEDULE_TOPIC
-from rocketflow.protocol.properties import InvalidPropertyError, encode_properties_bytes
+from rocketflow.protocol.properties import InvalidPropertyError
 from rocketflow.protocol.sysflag import MessageSysFlag
-from rocketflow.protocol.tags import tags_code as compute_tags_code
-from rocketflow.store.commit_log import AppendResult, PutMessageRequest
-from rocketflow.store.config_file import DelayOffsetManager
 
-if TYPE_CHECKING:
-    from rocketflow.broker.controller import BrokerController
-
-logger = logging.getLogger("rocketflow.broker.schedule")
+logger = logging.getLogger(__name__)
 
 FIRST_DELAY_SECONDS: Final = 1.0
 POLL_INTERVAL_SECONDS: Final = 0.1
@@ -39,10 +36,11 @@ _MULTI_TAGS: Final = int(MessageSysFlag.MULTI_TAGS)
 class ScheduleMessageService:
     """Moves due messages from SCHEDULE_TOPIC_XXXX back to their real topics."""
 
-    def __init__(self, broker: BrokerController, delay_offsets: DelayOffsetManager, delay_levels_ms: list[int]) -> None:
-        self.broker = broker
-        self.delay_offsets = delay_offsets
-        self.delay_levels_ms = delay_levels_ms
+    def __init__(self, ctx: BrokerContext, put_path: MessagePut) -> None:
+        self.ctx = ctx
+        self.put_path = put_path
+        self.delay_offsets = ctx.delay_offsets
+        self.delay_levels_ms = ctx.config.delay_levels_ms
         self._task: asyncio.Task[None] | None = None
         self._retry_after: dict[int, float] = {}
         self.delivered = 0
@@ -71,7 +69,7 @@ class ScheduleMessageService:
 
     def deliver_due(self, now_ms: int | None = None) -> int:
         """One pass over every level; returns how many messages were re-delivered."""
-        store = self.broker.store
+        store = self.ctx.store
         now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         loop_now = time.monotonic()
         delivered = 0
@@ -110,8 +108,8 @@ class ScheduleMessageService:
 
     def _redeliver(self, phys: int, size: int, level: int) -> bool:
         """Store the delayed message at ``phys`` under its real topic; False to retry later."""
-        broker = self.broker
-        record = broker.store.select_one_message_by_offset(phys, size)
+        ctx = self.ctx
+        record = ctx.store.select_one_message_by_offset(phys, size)
         if record is None:
             logger.warning("delayed message at commit-log offset %d (level %d) is gone; skipping it", phys, level)
             return True
@@ -127,32 +125,21 @@ class ScheduleMessageService:
         if not real_topic or real_queue is None or not real_queue.lstrip("-").isdigit():
             logger.warning("delayed message %s has no REAL_TOPIC/REAL_QID; dropping it", message.msg_id)
             return True
+        sys_flag = message.sys_flag
+        topic_config = ctx.topics.select(real_topic)
+        if topic_config is not None and topic_config.topic_filter_type is TopicFilterType.MULTI_TAG:
+            sys_flag |= _MULTI_TAGS
         try:
-            properties_bytes = encode_properties_bytes(properties)
+            put = self.put_path.moved(message, real_topic, int(real_queue), properties, sys_flag=sys_flag,
+                                      prepared_transaction_offset=message.prepared_transaction_offset)
         except InvalidPropertyError as exc:
             logger.warning("delayed message %s has bad properties (%s); dropping it", message.msg_id, exc)
             return True
-        sys_flag = message.sys_flag
-        topic_config = broker.topics.select(real_topic)
-        if topic_config is not None and topic_config.topic_filter_type.name == "MULTI_TAG":
-            sys_flag |= _MULTI_TAGS
-        request = PutMessageRequest(
-            topic=real_topic, queue_id=int(real_queue), body=message.body, properties=properties,
-            properties_bytes=properties_bytes, flag=message.flag, sys_flag=sys_flag,
-            born_timestamp=message.born_timestamp, born_host=message.born_host, store_host=broker.store_host,
-            reconsume_times=message.reconsume_times, prepared_transaction_offset=message.prepared_transaction_offset,
-            tags_code=compute_tags_code(properties.get(MessageConst.TAGS)),
-            keys=properties.get(MessageConst.KEYS),
-            uniq_key=properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX),
-            wait_store_msg_ok=False,
-        )
-        result = broker.store.put_messages_or_wait([request])
-        if isinstance(result, AppendResult):  # always: the request does not wait for a flush
-            if not result.status.is_ok:
-                logger.error("re-delivering delayed message %s to %s failed: %s %s", message.msg_id, real_topic,
-                             result.status.value, result.error)
-                return False
-            broker.stats.put_messages(result.message_count, result.wrote_bytes)
+        result = self.put_path.put_now(put)
+        if not result.status.is_ok:
+            logger.error("re-delivering delayed message %s to %s failed: %s %s", message.msg_id, real_topic,
+                         result.status.value, result.error)
+            return False
         return True
 
 

@@ -4,8 +4,9 @@ subscription groups (GET_ALL_* requests), so consumers switched to it carry on w
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING, TypeVar
+from typing import TypeVar
 
+from rocketflow.broker.context import BrokerIdentity, ConfigTables
 from rocketflow.net import RemotingClient, RemotingError
 from rocketflow.protocol.bodies import (
     ConsumerOffsetTable,
@@ -17,10 +18,7 @@ from rocketflow.protocol.bodies import (
 from rocketflow.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 
-if TYPE_CHECKING:
-    from rocketflow.broker.controller import BrokerController
-
-logger = logging.getLogger("rocketflow.broker.slave")
+logger = logging.getLogger(__name__)
 
 BodyT = TypeVar("BodyT", bound=WireBody)
 
@@ -28,10 +26,11 @@ _TIMEOUT_S = 3.0
 
 
 class SlaveSynchronize:
-    """Copies the master's tables into a slave broker (call `sync_all` periodically)."""
+    """Copies the master's tables into a slave broker's (call `sync_all` periodically)."""
 
-    def __init__(self, broker: BrokerController, client: RemotingClient) -> None:
-        self.broker = broker
+    def __init__(self, tables: ConfigTables, identity: BrokerIdentity, client: RemotingClient) -> None:
+        self.tables = tables
+        self.identity = identity
         self.client = client
         #: the master's broker address (from the name server's answer to a registration)
         self.master_address: str | None = None
@@ -39,7 +38,7 @@ class SlaveSynchronize:
     async def sync_all(self) -> None:
         """One round; a failed step is logged and the others still run."""
         master = self.master_address
-        if master is None or master == self.broker.address:
+        if master is None or master == self.identity.address:
             return
         for what, step in (("topics", self._sync_topics), ("consumer offsets", self._sync_consumer_offsets),
                            ("delay offsets", self._sync_delay_offsets),
@@ -58,24 +57,24 @@ class SlaveSynchronize:
 
     async def _sync_topics(self, master: str) -> None:
         wrapper = await self._fetch(master, RequestCode.GET_ALL_TOPIC_CONFIG, TopicConfigSerializeWrapper)
-        table = self.broker.topics.table
+        table = self.tables.topics.table
         if wrapper.data_version != table.data_version:
             table.replace(wrapper)
             logger.info("slave: topics copied from master %s (%d topics)", master, len(wrapper.topic_config_table))
 
     async def _sync_consumer_offsets(self, master: str) -> None:
         offsets = await self._fetch(master, RequestCode.GET_ALL_CONSUMER_OFFSET, ConsumerOffsetTable)
-        self.broker.offsets.take_over(offsets.offset_table)
-        self.broker.offsets.persist()
+        self.tables.offsets.take_over(offsets.offset_table)
+        self.tables.offsets.persist()
 
     async def _sync_delay_offsets(self, master: str) -> None:
         offsets = await self._fetch(master, RequestCode.GET_ALL_DELAY_OFFSET, DelayOffsetTable)
-        self.broker.delay_offsets.take_over(offsets.offset_table)
-        self.broker.delay_offsets.persist()
+        self.tables.delay_offsets.take_over(offsets.offset_table)
+        self.tables.delay_offsets.persist()
 
     async def _sync_subscription_groups(self, master: str) -> None:
         wrapper = await self._fetch(master, RequestCode.GET_ALL_SUBSCRIPTIONGROUP_CONFIG, SubscriptionGroupWrapper)
-        table = self.broker.groups.table
+        table = self.tables.groups.table
         if wrapper.data_version != table.wrapper.data_version:
             table.replace(wrapper)
             logger.info("slave: subscription groups copied from master %s", master)

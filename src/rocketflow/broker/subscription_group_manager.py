@@ -9,7 +9,7 @@ from rocketflow.broker.config import BrokerConfig
 from rocketflow.protocol.bodies import DataVersion, SubscriptionGroupConfig, SubscriptionGroupWrapper
 from rocketflow.store.config_file import SubscriptionGroupTable
 
-logger = logging.getLogger("rocketflow.broker.groups")
+logger = logging.getLogger(__name__)
 
 #: Groups 4.9.3 creates at start (tools, filter servers, self test, ONS proxies, transactions).
 SYSTEM_GROUPS = (

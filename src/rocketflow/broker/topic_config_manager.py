@@ -28,7 +28,7 @@ from rocketflow.protocol.names import (
 )
 from rocketflow.store.config_file import TopicConfigTable
 
-logger = logging.getLogger("rocketflow.broker.topics")
+logger = logging.getLogger(__name__)
 
 #: Queues of SCHEDULE_TOPIC_XXXX (one per delay level; 4.9.3's SCHEDULE_TOPIC_QUEUE_NUM).
 SCHEDULE_TOPIC_QUEUE_NUMS = 18
@@ -92,10 +92,6 @@ class TopicConfigManager:
     def is_system_topic(self, topic: str) -> bool:
         return is_system_topic(topic, self.config.cluster, self.config.broker_name)
 
-    def is_order_topic(self, topic: str) -> bool:
-        found = self.select(topic)
-        return found is not None and found.order
-
     def snapshot(self) -> TopicConfigSerializeWrapper:
         """A copy of the table and its data version (for REGISTER_BROKER and GET_ALL_TOPIC_CONFIG); safe
         to take from any thread."""
@@ -127,15 +123,10 @@ class TopicConfigManager:
             self._changed()
         return removed
 
-    def create_in_send(self, topic: str, default_topic: str, remote_address: str, client_queue_nums: int,
-                       topic_sys_flag: int = 0) -> TopicConfig | None:
-        """Auto-create ``topic`` from ``default_topic`` on a send (None if that is not allowed)."""
-        planned = self.plan_in_send(topic, default_topic, remote_address, client_queue_nums, topic_sys_flag)
-        return None if planned is None else self.add_if_absent(planned)
-
     def plan_in_send(self, topic: str, default_topic: str, remote_address: str, client_queue_nums: int,
                      topic_sys_flag: int = 0) -> TopicConfig | None:
-        """What `create_in_send` would return, without storing a new topic (see `add_if_absent`)."""
+        """The config ``topic`` gets when a send auto-creates it from ``default_topic`` (None if that is not
+        allowed); not stored yet (see `add_if_absent`)."""
         existing = self.select(topic)
         if existing is not None:
             return existing

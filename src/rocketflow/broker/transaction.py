@@ -21,7 +21,7 @@ RocketMQ's two-phase send (4.x, ``TransactionalMessageServiceImpl`` and its chec
 A half message with a long ``CHECK_IMMUNITY_TIME_IN_SECONDS`` holds back the check of the ones
 behind it until it is due (RocketMQ re-queues it instead). Beyond RocketMQ: a transaction
 resolved once (by its UNIQ_KEY) is not stored twice when its END_TRANSACTION is repeated or races
-a check-back, while the broker runs.
+a check-back, while the broker runs. See docs/design/broker.md#transactions.
 """
 
 from __future__ import annotations
@@ -31,24 +31,23 @@ import logging
 import time
 from collections import OrderedDict, deque
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
+from rocketflow.broker.context import BrokerContext
+from rocketflow.broker.message_put import MessagePut
+from rocketflow.broker.topic_config_manager import TopicConfigManager
 from rocketflow.protocol.bodies import TopicConfig
 from rocketflow.protocol.codec import RecordDecodeError, RecordEncodeError, decode_record, encode_record
 from rocketflow.protocol.message import MessageConst, MessageExt
 from rocketflow.protocol.names import TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC, PermName
-from rocketflow.protocol.properties import InvalidPropertyError, encode_properties_bytes
+from rocketflow.protocol.properties import InvalidPropertyError
 from rocketflow.protocol.sysflag import MessageSysFlag
-from rocketflow.protocol.tags import tags_code as compute_tags_code
 from rocketflow.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import CheckTransactionStateRequestHeader, EndTransactionRequestHeader
-from rocketflow.store.commit_log import PutMessageRequest, PutMessageStatus
+from rocketflow.store import PutMessageRequest
 
-if TYPE_CHECKING:
-    from rocketflow.broker.controller import BrokerController
-
-logger = logging.getLogger("rocketflow.broker.transaction")
+logger = logging.getLogger(__name__)
 
 #: The consumer group whose offsets track the half and op queues (TransactionalMessageUtil).
 CHECK_GROUP: Final = "CID_RMQ_SYS_TRANS"
@@ -92,11 +91,25 @@ def without_transaction_type(sys_flag: int) -> int:
     return sys_flag & ~_TRANSACTION_MASK
 
 
+def system_topic_config(topics: TopicConfigManager, topic: str) -> TopicConfig:
+    """A transaction system topic's config (planned with one read-write queue when it does not exist yet)."""
+    config = topics.select(topic)
+    if config is None:
+        config = topics.plan_in_send_back(topic, 1, _READ_WRITE)
+    return config
+
+
+def half_topic_config(topics: TopicConfigManager) -> TopicConfig:
+    """The half topic's config (planned with one read-write queue when it does not exist yet)."""
+    return system_topic_config(topics, TRANS_HALF_TOPIC)
+
+
 class TransactionalMessageService:
     """Half messages of one broker: END_TRANSACTION handling and the periodic check-back."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    def __init__(self, ctx: BrokerContext, put_path: MessagePut) -> None:
+        self.ctx = ctx
+        self.put_path = put_path
         self._resolved: OrderedDict[str, int] = OrderedDict()
         #: check-pass state: op messages read (op offset, half offset they resolve) not yet committed past,
         #: the half offsets they resolve, and the next op offset to read (-1: from the committed offset)
@@ -104,19 +117,6 @@ class TransactionalMessageService:
         self._resolved_at: dict[int, int] = {}
         self._op_next = -1
         self._task: asyncio.Task[None] | None = None
-
-    # ------------------------------------------------------------------ topics
-
-    def half_topic_config(self) -> TopicConfig:
-        """The half topic's config (planned with one read-write queue when it does not exist yet)."""
-        return self._system_topic(TRANS_HALF_TOPIC)
-
-    def _system_topic(self, topic: str) -> TopicConfig:
-        topics = self.broker.topics
-        config = topics.select(topic)
-        if config is None:
-            config = topics.plan_in_send_back(topic, 1, _READ_WRITE)
-        return config
 
     # ------------------------------------------------------------------ END_TRANSACTION
 
@@ -141,10 +141,9 @@ class TransactionalMessageService:
             put = self._final_message(request, half, header)
             if isinstance(put, RemotingCommand):
                 return put
-            result = self.broker.store.put_message(put)
+            result = self.put_path.put_now(put)
             if not result.status.is_ok:
-                return request.make_response(*_final_failure(result.status, result.error))
-            self.broker.stats.put_messages(result.message_count, result.wrote_bytes)
+                return self.put_path.failure(request, result)
         self._remember(transaction_id, header.commit_or_rollback)
         self._write_op(half)
         return request.make_response(ResponseCode.SUCCESS)
@@ -152,7 +151,7 @@ class TransactionalMessageService:
     def _find_half(self, commit_log_offset: int) -> MessageExt | None:
         if commit_log_offset < 0:
             return None
-        record = self.broker.store.select_one_message_by_offset(commit_log_offset)
+        record = self.ctx.store.select_one_message_by_offset(commit_log_offset)
         if record is None:
             return None
         try:
@@ -171,7 +170,7 @@ class TransactionalMessageService:
                                          remark="the prepared message has no REAL_TOPIC / REAL_QID")
         properties.pop(MessageConst.WAIT_STORE_MSG_OK, None)
         sys_flag = without_transaction_type(half.sys_flag) | _COMMIT
-        put = self.broker.send_processor.build_put_request(
+        put = self.put_path.build(
             request, real_topic, int(real_queue), half.body, properties, half.flag, sys_flag, half.born_timestamp,
             half.born_host, half.reconsume_times, _COMMIT, False)
         if isinstance(put, PutMessageRequest):
@@ -186,17 +185,11 @@ class TransactionalMessageService:
 
     def _write_op(self, half: MessageExt) -> None:
         """Mark ``half`` resolved: an op message whose body is its half-queue offset."""
-        broker = self.broker
-        op_topic = self._system_topic(TRANS_OP_HALF_TOPIC)
-        broker.topics.add_if_absent(op_topic)
-        properties = {MessageConst.TAGS: REMOVE_TAG}
-        now = time.time_ns() // 1_000_000
-        put = PutMessageRequest(
-            topic=TRANS_OP_HALF_TOPIC, queue_id=half.queue_id, body=str(half.queue_offset).encode(),
-            properties=properties, properties_bytes=encode_properties_bytes(properties), born_timestamp=now,
-            born_host=broker.store_host, store_host=broker.store_host, tags_code=compute_tags_code(REMOVE_TAG),
-            wait_store_msg_ok=False)
-        result = broker.store.put_message(put)
+        topics = self.ctx.topics
+        topics.add_if_absent(system_topic_config(topics, TRANS_OP_HALF_TOPIC))
+        put = self.put_path.internal(TRANS_OP_HALF_TOPIC, half.queue_id, str(half.queue_offset).encode(),
+                                     {MessageConst.TAGS: REMOVE_TAG}, time.time_ns() // 1_000_000)
+        result = self.put_path.put_now(put, counted=False)
         if not result.status.is_ok:
             # the transaction is resolved but not marked: a check-back may ask the producer again
             logger.error("cannot write the op message of half message %s: %s %s", half.msg_id,
@@ -215,7 +208,7 @@ class TransactionalMessageService:
 
     async def _run(self) -> None:
         while True:
-            await asyncio.sleep(max(self.broker.config.transaction_check_interval_ms, 10) / 1000)
+            await asyncio.sleep(max(self.ctx.config.transaction_check_interval_ms, 10) / 1000)
             more = True
             round_start = time.time_ns() // 1_000_000
             while more:  # a backlog is worked off in short passes, letting other requests in between
@@ -232,16 +225,16 @@ class TransactionalMessageService:
         A pass stops at messages stored since ``round_start_ms`` (default: now), the start of the round
         of passes it belongs to, so a message put back for its check is not checked again in that round.
         """
-        broker = self.broker
-        store = broker.store
-        config = broker.config
+        ctx = self.ctx
+        store = ctx.store
+        config = ctx.config
         report = CheckPassReport()
         half_queue = store.consume_queues.find(TRANS_HALF_TOPIC, HALF_QUEUE_ID)
         if half_queue is None:
             return report
         now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
         round_start = now if round_start_ms is None else round_start_ms
-        offsets = broker.offsets
+        offsets = ctx.offsets
         half_offset = max(offsets.query_offset(CHECK_GROUP, TRANS_HALF_TOPIC, HALF_QUEUE_ID), half_queue.min_offset)
         ops_complete = self._read_ops(half_offset)
         resolved_at = self._resolved_at
@@ -315,13 +308,13 @@ class TransactionalMessageService:
         """
         if len(self._ops) >= OPS_IN_MEMORY_MAX:
             return True
-        store = self.broker.store
+        store = self.ctx.store
         op_queue = store.consume_queues.find(TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID)
         if op_queue is None:
             return True
         start = self._op_next
         if start < 0:
-            start = max(self.broker.offsets.query_offset(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID),
+            start = max(self.ctx.offsets.query_offset(CHECK_GROUP, TRANS_OP_HALF_TOPIC, HALF_QUEUE_ID),
                         op_queue.min_offset)
         start = max(start, op_queue.min_offset)
         end = min(op_queue.max_offset, start + MAX_OPS_PER_PASS)
@@ -344,41 +337,29 @@ class TransactionalMessageService:
 
     def _check_back(self, half: MessageExt, times: int) -> bool:
         """Put ``half`` back at the end of the half queue with its check count, then ask its producer group."""
-        broker = self.broker
         properties = dict(half.properties)
         properties[MessageConst.TRANSACTION_CHECK_TIMES] = str(times)
         try:
-            properties_bytes = encode_properties_bytes(properties)
+            put = self.put_path.moved(half, TRANS_HALF_TOPIC, HALF_QUEUE_ID, properties)
         except InvalidPropertyError as exc:
             logger.error("half message %s has bad properties (%s); discarding it", half.msg_id, exc)
             self._discard(half)
             return True
-        put = self._stored_again(half, TRANS_HALF_TOPIC, properties)
-        put.properties_bytes = properties_bytes
-        result = broker.store.put_message(put)
+        result = self.put_path.put_now(put, counted=False)
         if not result.status.is_ok:
             logger.error("cannot put half message %s back for its check: %s %s", half.msg_id, result.status.value,
                          result.error)
             return False
-        record = broker.store.select_one_message_by_offset(result.wrote_offset)
+        record = self.ctx.store.select_one_message_by_offset(result.wrote_offset)
         if record is None:
             return True
         copy, _ = decode_record(record, decompress=False)
         self._send_check(copy)
         return True
 
-    def _stored_again(self, half: MessageExt, topic: str, properties: dict[str, str]) -> PutMessageRequest:
-        """A put of ``half`` (its body, flags, born time and hosts) to queue 0 of ``topic`` with ``properties``."""
-        return PutMessageRequest(
-            topic=topic, queue_id=HALF_QUEUE_ID, body=half.body, properties=properties, flag=half.flag,
-            sys_flag=half.sys_flag, born_timestamp=half.born_timestamp, born_host=half.born_host,
-            store_host=self.broker.store_host, reconsume_times=half.reconsume_times,
-            tags_code=compute_tags_code(properties.get(MessageConst.TAGS)), keys=properties.get(MessageConst.KEYS),
-            uniq_key=properties.get(MessageConst.UNIQ_CLIENT_MESSAGE_ID_KEYIDX), wait_store_msg_ok=False)
-
     def _send_check(self, half: MessageExt) -> None:
         group = half.properties.get(MessageConst.PRODUCER_GROUP, "")
-        members = self.broker.clients.producer_groups.get(group, {})
+        members = self.ctx.clients.producer_groups.get(group, {})
         channel = next((info.channel for info in members.values() if not info.channel.closed), None)
         if channel is None:
             logger.warning("cannot check transaction %s back: no producer of group %r is connected",
@@ -406,10 +387,15 @@ class TransactionalMessageService:
 
     def _discard(self, half: MessageExt) -> None:
         """Move a half message checked too often (or too old) to TRANS_CHECK_MAX_TIME_TOPIC."""
-        broker = self.broker
-        topic_config = self._system_topic(TRANS_CHECK_MAX_TIME_TOPIC)
-        broker.topics.add_if_absent(topic_config)
-        result = broker.store.put_message(self._stored_again(half, TRANS_CHECK_MAX_TIME_TOPIC, dict(half.properties)))
+        topics = self.ctx.topics
+        topics.add_if_absent(system_topic_config(topics, TRANS_CHECK_MAX_TIME_TOPIC))
+        try:
+            put = self.put_path.moved(half, TRANS_CHECK_MAX_TIME_TOPIC, HALF_QUEUE_ID, dict(half.properties))
+        except InvalidPropertyError as exc:
+            logger.error("cannot move half message %s to %s (%s); dropping it", half.msg_id,
+                         TRANS_CHECK_MAX_TIME_TOPIC, exc)
+            return
+        result = self.put_path.put_now(put, counted=False)
         if not result.status.is_ok:
             logger.error("cannot move half message %s to %s; dropping it", half.msg_id, TRANS_CHECK_MAX_TIME_TOPIC)
         else:
@@ -434,19 +420,13 @@ def _name(value: int) -> str:
     return {_COMMIT: "committed", _ROLLBACK: "rolled back"}.get(value, str(value))
 
 
-def _final_failure(status: PutMessageStatus, detail: str) -> tuple[int, str]:
-    if status in (PutMessageStatus.MESSAGE_ILLEGAL, PutMessageStatus.PROPERTIES_SIZE_EXCEEDED):
-        return ResponseCode.MESSAGE_ILLEGAL, f"the message is illegal: {detail}"
-    if status is PutMessageStatus.SERVICE_NOT_AVAILABLE:
-        return ResponseCode.SERVICE_NOT_AVAILABLE, f"Service not available now. {detail}".strip()
-    return ResponseCode.SYSTEM_ERROR, f"{status.value} {detail}".strip()
-
-
 __all__ = [
     "CHECK_GROUP",
     "REMOVE_TAG",
     "CheckPassReport",
     "TransactionalMessageService",
     "half_message_properties",
+    "half_topic_config",
+    "system_topic_config",
     "without_transaction_type",
 ]

@@ -19,7 +19,7 @@ from collections.abc import Callable, Mapping
 
 from rocketflow.store.clean_service import QueueTrim
 
-logger = logging.getLogger("rocketflow.broker.retention")
+logger = logging.getLogger(__name__)
 
 #: () -> "topic@group" -> queue id -> committed offset (a copy is taken of what it returns)
 OffsetTable = Callable[[], Mapping[str, Mapping[int, int]]]

@@ -7,8 +7,8 @@ from typing import Any
 
 import click
 
-from rocketflow import __version__
 from rocketflow.cli.params import NAMESRV
+from rocketflow.version import __version__
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -42,10 +42,14 @@ def cli() -> None:
 @click.option("--no-spark", is_flag=True, help="Skip the Spark job (producer and orderly consumer only).")
 @click.option("--seed", default=7, show_default=True, type=int, help="Seed of the order plan.")
 @click.option("--codec", is_flag=True, help="Run the foundation-stage codec demo instead (same as codec-demo).")
+@click.option("--console", "with_console", is_flag=True,
+              help="Also serve the web console (rocketflow console, read-only) for the demo's cluster.")
+@click.option("--console-port", default=8080, show_default=True, type=click.IntRange(0, 65535),
+              help="Port of --console on 127.0.0.1 (0 = free).")
 @click.option("-v", "--verbose", is_flag=True, help="Log at debug level.")
 def demo(orders: int | None, queues: int, producer_threads: int, open_orders: int, cancel_ratio: float, rate: float,
          trigger_seconds: float, max_per_batch: int, timeout: float, namesrv: str | None, output: str | None,
-         no_spark: bool, seed: int, codec: bool, verbose: bool) -> None:
+         no_spark: bool, seed: int, codec: bool, with_console: bool, console_port: int, verbose: bool) -> None:
     """Run the main job: orders through the broker to an orderly checker and a Spark streaming job.
 
     On the embedded default (a name server and a broker in this process, temporary store) unless
@@ -66,7 +70,8 @@ def demo(orders: int | None, queues: int, producer_threads: int, open_orders: in
         orders=DEFAULT_ORDERS if orders is None else orders, queues=queues, producer_threads=producer_threads,
         open_orders=open_orders, cancel_ratio=cancel_ratio, rate=rate, trigger_seconds=trigger_seconds,
         max_per_batch=max_per_batch, timeout=timeout, namesrv=namesrv,
-        output=Path(output) if output is not None else None, spark=not no_spark, seed=seed)
+        output=Path(output) if output is not None else None, spark=not no_spark, seed=seed,
+        console_port=console_port if with_console else None)
     raise SystemExit(demo_main(settings, verbose=verbose))
 
 
@@ -261,6 +266,66 @@ def dev(host: str, namesrv_port: int, broker_port: int, store_dir: str | None, k
     run_dev(host=host, namesrv_port=namesrv_port, broker_port=broker_port, store_dir=store_dir, keep=keep,
             overrides=overrides, verbose=verbose, slaves=slaves, event_loop=event_loop, gc_freeze=gc_freeze,
             namesrv_overrides=namesrv_overrides)
+
+
+@cli.command()
+@click.option("-n", "--namesrv", type=NAMESRV, envvar="ROCKETFLOW_NAMESRV", default="127.0.0.1:9876",
+              show_default=True, show_envvar=True, help="Name server(s) of the cluster, host:port;host:port.")
+@click.option("--host", default="127.0.0.1", show_default=True,
+              help="Address to listen on; anything but a loopback address lets other machines in (a warning says so).")
+@click.option("--port", default=8080, show_default=True, type=click.IntRange(0, 65535), help="Port (0 = free).")
+@click.option("--access-key", envvar="ROCKETFLOW_ACCESS_KEY", show_envvar=True, default=None,
+              help="ACL access key the console signs with; writes are refused without an account.")
+@click.option("--secret-key", envvar="ROCKETFLOW_SECRET_KEY", show_envvar=True, default=None,
+              help="ACL secret key (prefer the environment variable: arguments are visible to other users).")
+@click.option("--tls", "use_tls", is_flag=True, envvar="ROCKETFLOW_TLS", show_envvar=True,
+              help="Connect to the cluster over TLS.")
+@click.option("--tls-ca", type=click.Path(exists=True, dir_okay=False), envvar="ROCKETFLOW_TLS_CA", default=None,
+              show_envvar=True, help="PEM file of the CAs the servers' certificates must chain to (implies --tls).")
+@click.option("--timeout", default=5.0, show_default=True, type=click.FloatRange(min=0.1),
+              help="Seconds each request to the cluster may take.")
+@click.option("--refresh", "refresh_seconds", default=5.0, show_default=True, type=click.FloatRange(min=0.2),
+              help="Seconds between refreshes of live tables and lag samples.")
+@click.option("--allowed-host", "allowed_hosts", multiple=True, metavar="NAME",
+              help="Another Host header name to answer (a DNS name of this machine); repeatable.")
+@click.option("-v", "--verbose", is_flag=True, help="Log at debug level (and every HTTP request).")
+def console(namesrv: str, host: str, port: int, access_key: str | None, secret_key: str | None, use_tls: bool,
+            tls_ca: str | None, timeout: float, refresh_seconds: float, allowed_hosts: tuple[str, ...],
+            verbose: bool) -> None:
+    """Serve a web console (cluster, topics, groups and lag, messages, dead letters) for any RocketMQ 4.x cluster.
+
+    Reads need nothing; writes (create/update/delete topic, reset offsets, resend, send) need the
+    console's ACL account. See docs/console.md.
+    """
+    import logging
+
+    if (access_key is None) != (secret_key is None):
+        raise click.UsageError("--access-key and --secret-key (ROCKETFLOW_ACCESS_KEY / ROCKETFLOW_SECRET_KEY) "
+                               "must be given together")
+    try:
+        from rocketflow.console import ConsoleSettings, exposed_warning, run_console
+    except ModuleNotFoundError as exc:
+        raise click.ClickException(f"rocketflow console needs the 'console' extra ({exc.name} is missing): "
+                                   "pip install 'rocketflow[console]'") from None
+    client_settings: dict[str, Any] = {}
+    if use_tls or tls_ca:
+        client_settings["use_tls"] = True
+    if tls_ca:
+        client_settings["tls_ca"] = tls_ca
+    settings = ConsoleSettings(namesrv, host=host, port=port, access_key=access_key, secret_key=secret_key,
+                               timeout=timeout, refresh_seconds=refresh_seconds, allowed_hosts=allowed_hosts,
+                               client_settings=client_settings)
+    logging.basicConfig(level=logging.DEBUG if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    warning = exposed_warning(settings)
+    if warning is not None:
+        click.echo(f"warning: {warning}", err=True)
+    mode = f"writes signed as {access_key}" if settings.writable else "read-only (no ACL account)"
+
+    def ready(url: str) -> None:
+        click.echo(f"rocketflow console for {namesrv}: {url} ({mode}); Ctrl-C stops it", err=True)
+
+    run_console(settings, log_level="info" if verbose else "warning", on_ready=ready)
 
 
 from rocketflow.cli.admin import admin as _admin_group  # noqa: E402  (after the other commands, on purpose)

@@ -20,8 +20,7 @@ import click
 
 from rocketflow.acl import AclConfigError
 from rocketflow.broker.config import BrokerConfigError, build_broker_config, config_overrides_from_properties
-from rocketflow.broker.controller import BrokerController
-from rocketflow.broker.dev import DevCluster
+from rocketflow.dev import DevCluster, new_broker
 from rocketflow.namesrv import NameServer, NamesrvConfigError, build_namesrv_config, namesrv_overrides_from_properties
 from rocketflow.net import event_loop as event_loops
 from rocketflow.net.tls import TlsConfigError
@@ -175,7 +174,7 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
 
     async def main() -> None:
         stop = _stop_on_signals()
-        broker = BrokerController(config)
+        broker = new_broker(config)
         await broker.start()
         _settle_heap(gc_freeze)
         click.echo(f"broker {config.broker_name} listening on {broker.address}")

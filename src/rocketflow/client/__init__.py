@@ -1,6 +1,8 @@
 """The pure-Python RocketMQ client: producer, push consumer, their shared client instance and RPCs."""
 
-from rocketflow.client.allocate import (
+from rocketflow.client.api import ClientAPI, CommunicationMode, PullResult, PullStatus, SendResult, SendStatus
+from rocketflow.client.config import ClientConfig
+from rocketflow.client.consumer.allocate import (
     AllocateMachineRoomNearby,
     AllocateMessageQueueAveragely,
     AllocateMessageQueueAveragelyByCircle,
@@ -10,9 +12,7 @@ from rocketflow.client.allocate import (
     AllocateMessageQueueStrategy,
     MachineRoomResolver,
 )
-from rocketflow.client.api import ClientAPI, CommunicationMode, PullResult, PullStatus, SendResult, SendStatus
-from rocketflow.client.config import ClientConfig
-from rocketflow.client.consume_context import (
+from rocketflow.client.consumer.consume.context import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
     ConsumeMessageContext,
@@ -20,6 +20,21 @@ from rocketflow.client.consume_context import (
     ConsumeOrderlyStatus,
     ConsumeReturnType,
 )
+from rocketflow.client.consumer.consume.hooks import ConsumeMessageHook
+from rocketflow.client.consumer.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    ReadOffsetType,
+    RemoteBrokerOffsetStore,
+)
+from rocketflow.client.consumer.process_queue import ProcessQueue, ProcessQueueInfo
+from rocketflow.client.consumer.pull_consumer import PullConsumer
+from rocketflow.client.consumer.pull_settings import PullConsumerSettings
+from rocketflow.client.consumer.push_consumer import PushConsumer
+from rocketflow.client.consumer.push_settings import MAX_RECONSUME_TIMES_UNLIMITED, PushConsumerSettings
+from rocketflow.client.consumer.simple_consumer import ReceivedMessage, SimpleConsumer
+from rocketflow.client.consumer.stats import ConsumerStats
+from rocketflow.client.consumer.subscription import MessageSelector
 from rocketflow.client.errors import (
     MQBrokerError,
     MQClientError,
@@ -29,29 +44,16 @@ from rocketflow.client.errors import (
     MQRemotingError,
     MQTimeoutError,
 )
-from rocketflow.client.hooks import ConsumeMessageHook
 from rocketflow.client.instance import ClientInstance
-from rocketflow.client.message_selector import MessageSelector
-from rocketflow.client.offset_store import (
-    LocalFileOffsetStore,
-    OffsetStore,
-    ReadOffsetType,
-    RemoteBrokerOffsetStore,
-)
-from rocketflow.client.process_queue import ProcessQueue, ProcessQueueInfo
-from rocketflow.client.producer import Producer, ProducerSettings
-from rocketflow.client.pull_consumer import PullConsumer, PullConsumerSettings
-from rocketflow.client.push_consumer import MAX_RECONSUME_TIMES_UNLIMITED, PushConsumer, PushConsumerSettings
-from rocketflow.client.request_reply import create_reply_message
-from rocketflow.client.route import FindBrokerResult, TopicPublishInfo
-from rocketflow.client.simple_consumer import ReceivedMessage, SimpleConsumer
-from rocketflow.client.stats import ConsumerStats
-from rocketflow.client.transaction_producer import (
+from rocketflow.client.producer.producer import Producer, ProducerSettings
+from rocketflow.client.producer.request_reply import create_reply_message
+from rocketflow.client.producer.transaction import (
     LocalTransactionState,
     TransactionListener,
     TransactionProducer,
     TransactionSendResult,
 )
+from rocketflow.client.route import FindBrokerResult, TopicPublishInfo
 from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
 from rocketflow.protocol.codec import UndecodableRecord
 

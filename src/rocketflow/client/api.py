@@ -17,7 +17,6 @@ from typing import Final, TypeVar
 from rocketflow.client.errors import MQBrokerError, MQClientError, MQRemotingError, wrap_remoting_error
 from rocketflow.net import RemotingClient, RemotingConnectError, RemotingError
 from rocketflow.protocol.bodies import (
-    CheckClientRequestBody,
     ClusterInfo,
     ConsumerConnection,
     ConsumerListBody,
@@ -26,7 +25,6 @@ from rocketflow.protocol.bodies import (
     LockBatchRequestBody,
     LockBatchResponseBody,
     ResetOffsetBody,
-    SubscriptionData,
     TopicConfig,
     TopicList,
     TopicRouteData,
@@ -413,14 +411,6 @@ class ClientAPI:
         header = UnregisterClientRequestHeader(client_id=client_id, producer_group=producer_group,
                                                consumer_group=consumer_group)
         response = await self.invoke(addr, self._request(RequestCode.UNREGISTER_CLIENT, header), timeout)
-        self._check(response, addr)
-
-    async def check_client_in_broker(self, addr: str, group: str, client_id: str, subscription: SubscriptionData,
-                                     timeout: float | None = None) -> None:
-        """CHECK_CLIENT_CONFIG (only meaningful for non-TAG subscriptions)."""
-        body = CheckClientRequestBody(client_id=client_id, group=group, subscription_data=subscription)
-        response = await self.invoke(addr, self._request(RequestCode.CHECK_CLIENT_CONFIG, body=body.encode()),
-                                     timeout)
         self._check(response, addr)
 
     async def lock_batch_mq(self, addr: str, body: LockBatchRequestBody,

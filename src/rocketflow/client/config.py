@@ -1,7 +1,7 @@
 """`ClientConfig`: the settings one client instance (and every producer/consumer on it) shares.
 
 Times are in seconds unless the name says ``mills`` (kept from RocketMQ for that one setting).
-Defaults are RocketMQ 4.9.3's (PROTOCOL.md section 6).
+Defaults are RocketMQ 4.9.3's.
 """
 
 from __future__ import annotations
@@ -11,18 +11,14 @@ import ipaddress
 import os
 import socket
 import time
-from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final
 
 from rocketflow.acl.signing import SessionCredentials
 from rocketflow.client.errors import MQClientError
 from rocketflow.net.event_loop import parse_event_loop_kind
 from rocketflow.net.tls import TlsClientSettings, TlsConfigError
 from rocketflow.remoting.codes import LanguageCode
-
-if TYPE_CHECKING:
-    from rocketflow.protocol.message import MessageExt
 
 #: The instance name every client starts with (``rocketmq.client.name``).
 DEFAULT_INSTANCE_NAME: Final = "DEFAULT"
@@ -255,40 +251,11 @@ def local_address_towards(addresses: list[str]) -> str:
     return "127.0.0.1"
 
 
-#: Key-ordered consumption (issue 8; no RocketMQ counterpart): keys of one queue consumed at once.
-DEFAULT_MAX_IN_FLIGHT_PER_QUEUE: Final = 64
-MAX_IN_FLIGHT_PER_QUEUE_LIMIT: Final = 65535
-
-
-@dataclass(frozen=True, slots=True)
-class KeyOrderedConfig:
-    """Settings of key-ordered consumption (`PushConsumer.register_key_ordered_listener`).
-
-    ``key``: ``fn(MessageExt) -> str`` naming a message's ordering key (None: the sharding key,
-    else the first of KEYS, else no ordering); ``max_in_flight_per_queue``: how many keys of one
-    queue may be consumed at the same time.
-    """
-
-    key: Callable[[MessageExt], str] | None = None
-    max_in_flight_per_queue: int = DEFAULT_MAX_IN_FLIGHT_PER_QUEUE
-
-    def __post_init__(self) -> None:
-        if self.key is not None and not callable(self.key):
-            raise MQClientError(f"key must be a callable(MessageExt) -> str or None, got {self.key!r}")
-        limit = self.max_in_flight_per_queue
-        if isinstance(limit, bool) or not isinstance(limit, int) or not 1 <= limit <= MAX_IN_FLIGHT_PER_QUEUE_LIMIT:
-            raise MQClientError(f"max_in_flight_per_queue must be an int in 1..{MAX_IN_FLIGHT_PER_QUEUE_LIMIT}, "
-                                f"got {limit!r}")
-
-
 __all__ = [
     "CLIENT_CONFIG_FIELDS",
     "CLIENT_NAME_ENV",
     "DEFAULT_INSTANCE_NAME",
-    "DEFAULT_MAX_IN_FLIGHT_PER_QUEUE",
-    "MAX_IN_FLIGHT_PER_QUEUE_LIMIT",
     "NAMESRV_ADDR_ENV",
     "ClientConfig",
-    "KeyOrderedConfig",
     "local_address_towards",
 ]

@@ -12,6 +12,7 @@ Everything derives from `MQError`:
 
 from __future__ import annotations
 
+from rocketflow.errors import RocketflowError
 from rocketflow.net.errors import (
     RemotingConnectError,
     RemotingConnectionClosedError,
@@ -21,7 +22,7 @@ from rocketflow.net.errors import (
 from rocketflow.remoting.codes import code_name
 
 
-class MQError(Exception):
+class MQError(RocketflowError):
     """Base of every error raised by the rocketflow client."""
 
 

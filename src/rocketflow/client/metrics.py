@@ -11,9 +11,9 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Iterable, Iterator
+from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Final
+from typing import Any, Final, Protocol, TypeVar, runtime_checkable
 from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
@@ -21,21 +21,67 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.exposition import start_wsgi_server
 from prometheus_client.registry import Collector
 
-from rocketflow import __version__
 from rocketflow.client.errors import MQError
-from rocketflow.client.stats import ConsumerStats
+from rocketflow.protocol.bodies import ConsumeStatus
 from rocketflow.protocol.message import MessageQueue
+from rocketflow.version import __version__
 
-if TYPE_CHECKING:
-    from rocketflow.client.instance import ClientInstance
-
-logger = logging.getLogger("rocketflow.client.metrics")
+logger = logging.getLogger(__name__)
 
 PREFIX: Final = "rocketflow_client_"
 #: Upper bounds (seconds) of the send RT buckets.
 SEND_RT_BUCKETS: Final = (0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
 #: How long a scrape waits for the client's loop to list the process queues.
 SNAPSHOT_TIMEOUT_SECONDS: Final = 5.0
+
+
+_T = TypeVar("_T")
+
+
+class MetricsSource(Protocol):
+    """What the metrics read from their client instance (a `ClientInstance`)."""
+
+    @property
+    def client_id(self) -> str: ...
+
+    def consumers(self) -> dict[str, Any]: ...
+
+    def in_loop_thread(self) -> bool: ...
+
+    def run(self, coro: Coroutine[Any, Any, _T], timeout: float | None = None) -> _T: ...
+
+
+class ConsumeCounts(Protocol):
+    """A consumer's counts since it started, for one group and topic (`ConsumeTotals`)."""
+
+    @property
+    def pulled_msgs(self) -> int: ...
+
+    @property
+    def pulls(self) -> int: ...
+
+    @property
+    def consume_ok_msgs(self) -> int: ...
+
+    @property
+    def consume_failed_msgs(self) -> int: ...
+
+    @property
+    def undecodable_dead_lettered(self) -> int: ...
+
+    @property
+    def undecodable_skipped(self) -> int: ...
+
+
+@runtime_checkable
+class GroupStats(Protocol):
+    """A consumer's statistics (its `ConsumerStats`), read at each scrape."""
+
+    def topics(self, group: str) -> list[str]: ...
+
+    def consume_status(self, group: str, topic: str) -> ConsumeStatus: ...
+
+    def totals(self, group: str, topic: str) -> ConsumeCounts: ...
 
 
 @dataclass(frozen=True, slots=True)
@@ -63,7 +109,7 @@ def consumer_queues_snapshot(consumers: dict[str, Any]) -> list[ConsumerQueuesSn
 class ClientCollector(Collector):
     """Builds the client's metric families at each scrape."""
 
-    def __init__(self, instance: ClientInstance, send_rt: Histogram, send_failures: Counter) -> None:
+    def __init__(self, instance: MetricsSource, send_rt: Histogram, send_failures: Counter) -> None:
         self._instance = instance
         self._send_rt = send_rt
         self._send_failures = send_failures
@@ -96,13 +142,13 @@ class ClientCollector(Collector):
         yield from self._send_failures.collect()
         yield from consumer_stats_families(
             (group, stats) for group, consumer in sorted(instance.consumers().items())
-            if isinstance(stats := getattr(consumer, "consumer_stats", None), ConsumerStats))
+            if isinstance(stats := getattr(consumer, "consumer_stats", None), GroupStats))
         snapshots = self._queues_snapshot()
         if snapshots is not None:
             yield from queue_families(snapshots)
 
 
-def consumer_stats_families(groups: Iterable[tuple[str, ConsumerStats]]) -> Iterator[Metric]:
+def consumer_stats_families(groups: Iterable[tuple[str, GroupStats]]) -> Iterator[Metric]:
     """Pull/consume RT, TPS and totals per (group, topic) from the consumers' statistics."""
     labels = ["group", "topic"]
     pull_rt = GaugeMetricFamily(PREFIX + "pull_rt_avg_seconds", "Mean pull round trip (last minute).", labels=labels)
@@ -164,7 +210,7 @@ def queue_families(snapshots: Iterable[ConsumerQueuesSnapshot]) -> Iterator[Metr
 class ClientMetrics:
     """The registry, collector, send RT histogram and HTTP endpoint of one client instance."""
 
-    def __init__(self, instance: ClientInstance) -> None:
+    def __init__(self, instance: MetricsSource) -> None:
         self.instance = instance
         self.registry = CollectorRegistry(auto_describe=False)
         self.send_rt = Histogram(PREFIX + "send_rt_seconds", "Round trip of successful sends (one broker attempt).",

@@ -1,4 +1,4 @@
-"""Topic routes as the client uses them (PROTOCOL.md 5.5): publish and subscribe queue lists."""
+"""Topic routes as the client uses them: publish and subscribe queue lists."""
 
 from __future__ import annotations
 

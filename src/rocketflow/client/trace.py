@@ -19,22 +19,16 @@ import contextlib
 import logging
 import threading
 import time
-import uuid
 from collections import deque
+from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from enum import Enum, IntEnum
-from typing import TYPE_CHECKING, Final
+from typing import Any, Final, Protocol, TypeVar
 
-from rocketflow.client.consume_context import ConsumeMessageContext
-from rocketflow.client.hooks import ConsumeMessageHook
 from rocketflow.protocol.message import Message, MessageConst
 from rocketflow.protocol.names import TRACE_TOPIC
 
-if TYPE_CHECKING:
-    from rocketflow.client.instance import ClientInstance
-    from rocketflow.client.producer import Producer
-
-logger = logging.getLogger("rocketflow.client.trace")
+logger = logging.getLogger(__name__)
 
 CONTENT_SPLITOR: Final = "\x01"
 FIELD_SPLITOR: Final = "\x02"
@@ -190,18 +184,38 @@ def message_type_of(msg: Message) -> TraceMessageType:
     return TraceMessageType.NORMAL
 
 
-class TraceDispatcher:
-    """Batches trace records and sends them to the trace topic from the client's event loop."""
+_T = TypeVar("_T")
 
-    def __init__(self, instance: ClientInstance, trace_topic: str | None = None) -> None:
-        self.instance = instance
+
+class LoopRunner(Protocol):
+    """Runs a coroutine on the client's event loop and waits for it (`ClientInstance.run`)."""
+
+    def run(self, coro: Coroutine[Any, Any, _T], timeout: float | None = None) -> _T: ...
+
+
+class TraceSender(Protocol):
+    """Sends a trace message (a `Producer` attached to the client instance)."""
+
+    async def send_coro(self, msg: Message) -> object: ...
+
+
+class TraceDispatcher:
+    """Batches trace records and sends them to the trace topic from the client's event loop.
+
+    ``new_sender(group)`` makes the sender of the trace messages, on the loop at the first send.
+    """
+
+    def __init__(self, runner: LoopRunner, new_sender: Callable[[str], TraceSender],
+                 trace_topic: str | None = None) -> None:
+        self.runner = runner
+        self._new_sender = new_sender
         self.trace_topic = trace_topic or TRACE_TOPIC
         self._records: deque[TraceRecord] = deque()
         self._lock = threading.Lock()
         self._task: asyncio.Task[None] | None = None
         self._wake: asyncio.Event | None = None
         self._stopping = False
-        self._producer: Producer | None = None
+        self._sender: TraceSender | None = None
         self._last_warning = -TRACE_WARNING_INTERVAL
         self.sent = 0
         self.dropped = 0
@@ -216,7 +230,7 @@ class TraceDispatcher:
             self._wake = asyncio.Event()
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-        self.instance.run(begin())
+        self.runner.run(begin())
 
     def append(self, record: TraceRecord) -> None:
         """Queue a record (from any thread); dropped, and counted, when the queue is full."""
@@ -243,7 +257,7 @@ class TraceDispatcher:
                 task.cancel()
 
         try:
-            self.instance.run(finish(), timeout + 1)
+            self.runner.run(finish(), timeout + 1)
         except Exception as exc:  # the instance may be going down already
             logger.warning("trace dispatcher of %s did not flush: %s", self.trace_topic, exc)
         self._task = None
@@ -268,11 +282,9 @@ class TraceDispatcher:
                 return
 
     async def _send(self, records: list[TraceRecord]) -> None:
-        producer = self._producer
-        if producer is None:
-            from rocketflow.client.producer import Producer
-
-            producer = self._producer = Producer._attached(self.producer_group, self.instance)
+        sender = self._sender
+        if sender is None:
+            sender = self._sender = self._new_sender(self.producer_group)
         start = 0
         while start < len(records):
             body_parts: list[str] = []
@@ -289,7 +301,7 @@ class TraceDispatcher:
                 end += 1
             msg = Message(self.trace_topic, "".join(body_parts).encode("utf-8"), keys=keys)
             try:
-                await producer.send_coro(msg)
+                await sender.send_coro(msg)
                 self.sent += end - start
             except Exception as exc:
                 self.failed += end - start
@@ -301,50 +313,7 @@ class TraceDispatcher:
             start = end
 
 
-class ConsumeTraceHook(ConsumeMessageHook):
-    """Records SubBefore / SubAfter traces around every listener call of a consumer."""
-
-    def __init__(self, dispatcher: TraceDispatcher, group: str, region_id: str = "DefaultRegion") -> None:
-        self.dispatcher = dispatcher
-        self.group = group
-        self.region_id = region_id
-
-    def hook_name(self) -> str:
-        return "ConsumeTraceHook"
-
-    def consume_message_before(self, context: ConsumeMessageContext) -> None:
-        messages = [msg for msg in context.msg_list if msg.topic != self.dispatcher.trace_topic]
-        if not messages:
-            return
-        now = time.time_ns() // 1_000_000
-        request_id = uuid.uuid4().hex
-        context.mq_trace_context = (request_id, now, messages)
-        for msg in messages:
-            self.dispatcher.append(TraceRecord(
-                TraceType.SUB_BEFORE, timestamp=now, region_id=msg.properties.get("MSG_REGION", self.region_id),
-                group=self.group, request_id=request_id, msg_id=msg.uniq_key or msg.msg_id,
-                retry_times=msg.reconsume_times, keys=msg.keys or ""))
-
-    def consume_message_after(self, context: ConsumeMessageContext) -> None:
-        carried = context.mq_trace_context
-        if not isinstance(carried, tuple) or len(carried) != 3:
-            return
-        request_id, started, messages = carried
-        now = time.time_ns() // 1_000_000
-        cost = (now - started) // max(len(messages), 1)
-        code = _CONTEXT_CODES.get(context.props.get("ConsumeContextType", ""), 0)
-        for msg in messages:
-            self.dispatcher.append(TraceRecord(
-                TraceType.SUB_AFTER, timestamp=now, request_id=request_id, msg_id=msg.uniq_key or msg.msg_id,
-                cost_ms=cost, success=context.success, keys=msg.keys or "", context_code=code))
-
-
-#: ConsumeReturnType names -> their ordinals (the SubAfter context code).
-_CONTEXT_CODES: Final = {"SUCCESS": 0, "TIME_OUT": 1, "EXCEPTION": 2, "RETURNNULL": 3, "FAILED": 4}
-
-
 __all__ = [
-    "ConsumeTraceHook",
     "TraceDispatcher",
     "TraceMessageType",
     "TraceRecord",

@@ -10,12 +10,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Union, get_args, get_origin, get_type_hints
 
+from rocketflow.errors import RocketflowError
 from rocketflow.net.tls import ClientAuth, TlsConfigError, TlsMode, TlsServerSettings
 
 DEFAULT_NAMESRV_PORT = 9876
 
 
-class NamesrvConfigError(ValueError):
+class NamesrvConfigError(RocketflowError, ValueError):
     """A name-server setting that is unknown or has a value of the wrong type."""
 
 

@@ -21,7 +21,7 @@ from rocketflow.remoting import fastjson
 from rocketflow.remoting.errors import BodyDecodeError
 from rocketflow.store.config_file import ConfigPersister, write_atomically
 
-logger = logging.getLogger("rocketflow.namesrv.kv")
+logger = logging.getLogger(__name__)
 
 #: The namespace brokers' order-topic configuration lives in.
 NAMESPACE_ORDER_TOPIC_CONFIG = "ORDER_TOPIC_CONFIG"

@@ -38,7 +38,7 @@ from rocketflow.remoting.headers import (
     WipeWritePermOfBrokerResponseHeader,
 )
 
-logger = logging.getLogger("rocketflow.namesrv.processor")
+logger = logging.getLogger(__name__)
 
 #: RequestCode >= V3_0_11 brokers send a RegisterBrokerBody; older ones the bare topic wrapper.
 _REGISTER_BODY_MIN_VERSION = 37

@@ -33,7 +33,7 @@ from rocketflow.protocol.bodies import (
 )
 from rocketflow.protocol.names import PermName
 
-logger = logging.getLogger("rocketflow.namesrv.routes")
+logger = logging.getLogger(__name__)
 
 MASTER_ID = 0
 

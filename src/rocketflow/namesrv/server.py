@@ -15,7 +15,7 @@ from rocketflow.namesrv.route_info_manager import RouteInfoManager
 from rocketflow.net import Channel, RemotingServer
 from rocketflow.store.config_file import ConfigPersister
 
-logger = logging.getLogger("rocketflow.namesrv")
+logger = logging.getLogger(__name__)
 
 
 class NameServer:

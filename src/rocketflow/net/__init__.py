@@ -4,8 +4,6 @@ from __future__ import annotations
 
 from rocketflow.net.client import DEFAULT_CONNECT_TIMEOUT, RemotingClient, parse_address
 from rocketflow.net.connection import (
-    OVERLOAD_REMARK,
-    REJECT_REQUEST_REMARK,
     Channel,
     ChannelCallback,
     GroupProcessor,
@@ -13,7 +11,6 @@ from rocketflow.net.connection import (
     Processor,
     RequestContext,
     RequestHook,
-    not_supported_remark,
 )
 from rocketflow.net.errors import (
     RemotingConnectError,
@@ -21,6 +18,7 @@ from rocketflow.net.errors import (
     RemotingError,
     RemotingTimeoutError,
 )
+from rocketflow.net.responses import OVERLOAD_REMARK, REJECT_REQUEST_REMARK, not_supported_remark
 from rocketflow.net.server import DEFAULT_CHANNEL_MAX_IDLE_SECONDS, RemotingServer
 
 __all__ = [

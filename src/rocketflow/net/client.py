@@ -26,9 +26,9 @@ from rocketflow.net.tls import TlsClientSettings, TlsHandshakeError, describe_tl
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.frame import DEFAULT_MAX_FRAME_SIZE
 
-logger = logging.getLogger("rocketflow.net.client")
+logger = logging.getLogger(__name__)
 
-#: NettyClientConfig.connectTimeoutMillis (PROTOCOL.md 1.7).
+#: NettyClientConfig.connectTimeoutMillis.
 DEFAULT_CONNECT_TIMEOUT: Final = 3.0
 #: NettyClientConfig.clientChannelMaxIdleTimeSeconds.
 DEFAULT_CLIENT_CHANNEL_MAX_IDLE_SECONDS: Final = 120.0

@@ -17,12 +17,13 @@ from typing import Final, TypeAlias, cast
 
 from rocketflow.net.deadline_timer import DeadlineTimer
 from rocketflow.net.errors import RemotingConnectionClosedError, RemotingTimeoutError
+from rocketflow.net.responses import OVERLOAD_REMARK, bad_input_response, describe_exception, not_supported_remark
 from rocketflow.remoting.codes import ResponseCode
 from rocketflow.remoting.command import ONEWAY_FLAG, RESPONSE_FLAG, RemotingCommand, next_opaque
-from rocketflow.remoting.errors import BodyDecodeError, HeaderFieldError, ProtocolError
+from rocketflow.remoting.errors import ProtocolError
 from rocketflow.remoting.frame import DEFAULT_MAX_FRAME_SIZE, FrameDecoder, encode_frame
 
-logger = logging.getLogger("rocketflow.net.connection")
+logger = logging.getLogger(__name__)
 
 #: Transport write buffer above which the peer is considered slow (reading pauses on the server).
 WRITE_BUFFER_HIGH_WATER: Final = 1024 * 1024
@@ -39,23 +40,7 @@ OUTBOX_FLUSH_BYTES: Final = 256 * 1024
 #: How long a connection closed for a malformed frame waits for handlers of the good frames before it.
 PROTOCOL_ERROR_CLOSE_GRACE: Final = 3.0
 
-OVERLOAD_REMARK: Final = "[OVERLOAD]system busy, start flow control for a while"
-#: What a processor that rejects a request (RocketMQ's rejectRequest()) answers with SYSTEM_BUSY.
-REJECT_REQUEST_REMARK: Final = "[REJECTREQUEST]system busy, start flow control for a while"
-
 _channel_ids = itertools.count(1)
-
-
-def not_supported_remark(code: int) -> str:
-    """The remark RocketMQ sends with REQUEST_CODE_NOT_SUPPORTED (leading space included)."""
-    return f" request type {code} not supported"
-
-
-def describe_exception(exc: BaseException) -> str:
-    """A short one-line description of an exception, for a SYSTEM_ERROR remark."""
-    text = str(exc)
-    description = f"{type(exc).__name__}: {text}" if text else type(exc).__name__
-    return description if len(description) <= 500 else description[:497] + "..."
 
 
 def _format_address(address: object) -> str:
@@ -318,17 +303,6 @@ class RequestDispatcher:
         if request.is_oneway or context.responded:
             return
         context.respond(response)
-
-
-def bad_input_response(request: RemotingCommand, exc: ProtocolError) -> RemotingCommand:
-    """SYSTEM_ERROR naming what is wrong with the request's header or body."""
-    if isinstance(exc, HeaderFieldError):
-        remark = f"invalid request header field {exc}"
-    elif isinstance(exc, BodyDecodeError):
-        remark = f"invalid request body: {exc}"
-    else:
-        remark = f"invalid request: {exc}"
-    return request.make_response(ResponseCode.SYSTEM_ERROR, remark=remark)
 
 
 class Channel(asyncio.Protocol):
@@ -728,15 +702,11 @@ async def sweep_idle_channels(
 
 
 __all__ = [
-    "OVERLOAD_REMARK",
-    "REJECT_REQUEST_REMARK",
     "Channel",
     "ChannelCallback",
     "Processor",
     "RequestContext",
     "RequestDispatcher",
-    "describe_exception",
-    "not_supported_remark",
     "run_channel_callback",
     "sweep_idle_channels",
 ]

@@ -1,6 +1,6 @@
 """`DeadlineTimer`: one event-loop timer for many deadlines.
 
-Starting and cancelling a loop timer costs ~1 us, paid on every request if each gets its own, while
+Starting and cancelling a loop timer has a cost, paid on every request if each gets its own, while
 nearly every request is answered long before its deadline. So the requests of a channel (or the
 pulls a broker holds) share one timer, due at the earliest deadline: when it fires, the owner fails
 what is due and names its next deadline, and the timer waits for that one.

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from rocketflow.errors import RocketflowError
 
-class RemotingError(Exception):
+
+class RemotingError(RocketflowError):
     """Base class of every transport-level failure of a remote call."""
 
 

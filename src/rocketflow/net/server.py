@@ -20,9 +20,9 @@ from rocketflow.net.connection import (
 from rocketflow.net.tls import TlsListener, TlsServerSettings
 from rocketflow.remoting.frame import DEFAULT_MAX_FRAME_SIZE
 
-logger = logging.getLogger("rocketflow.net.server")
+logger = logging.getLogger(__name__)
 
-#: NettyServerConfig.serverChannelMaxIdleTimeSeconds (PROTOCOL.md 1.7).
+#: NettyServerConfig.serverChannelMaxIdleTimeSeconds.
 DEFAULT_CHANNEL_MAX_IDLE_SECONDS: Final = 120.0
 #: Requests whose async processors may run at once before new ones get SYSTEM_BUSY.
 DEFAULT_MAX_INFLIGHT_REQUESTS: Final = 20_000

@@ -19,9 +19,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Final
 
+from rocketflow.errors import RocketflowError
 from rocketflow.net.errors import RemotingConnectError
 
-logger = logging.getLogger("rocketflow.net.tls")
+logger = logging.getLogger(__name__)
 
 #: The first byte of a TLS record carrying a handshake message (the ClientHello).
 TLS_HANDSHAKE_RECORD_TYPE: Final = 0x16
@@ -31,7 +32,7 @@ DEFAULT_TLS_HANDSHAKE_TIMEOUT: Final = 10.0
 DEFAULT_BACKLOG: Final = 100
 
 
-class TlsConfigError(ValueError):
+class TlsConfigError(RocketflowError, ValueError):
     """TLS settings that cannot be used (unknown mode, unreadable or mismatched certificate/key)."""
 
 

@@ -1,4 +1,4 @@
-"""Message ids (PROTOCOL.md 3.6) and the packed host addresses they are made of.
+"""Message ids (docs/design/wire-format.md, "Message ids") and the packed host addresses they are made of.
 
 * The offset msg id, assigned by the broker: store host IP + port + commit log offset, in hex.
 * The UNIQ_KEY, assigned by the producer: a per-process prefix, the milliseconds since the start
@@ -19,6 +19,8 @@ import time
 from collections.abc import Callable
 from typing import Final
 
+from rocketflow.errors import RocketflowError
+
 _PORT = struct.Struct(">i")
 _PORT_OFFSET = struct.Struct(">iq")
 _PID_HASH = struct.Struct(">HI")
@@ -29,7 +31,7 @@ HOST_SIZE_V4: Final = 8
 HOST_SIZE_V6: Final = 20
 
 
-class InvalidMessageIdError(ValueError):
+class InvalidMessageIdError(RocketflowError, ValueError):
     """A message id that is not of the expected length or not hex."""
 
 

@@ -9,6 +9,7 @@ from typing import Final
 
 from rocketflow.protocol.ids import offset_msg_id_from_packed, pack_decoded_host
 from rocketflow.protocol.properties import decode_properties
+from rocketflow.remoting.fastjson import register_bean
 
 
 class MessageConst:
@@ -59,6 +60,7 @@ class MessageConst:
     KEY_SEPARATOR: Final = " "
 
 
+@register_bean
 @dataclass(frozen=True, slots=True, order=True)
 class MessageQueue:
     """One queue of a topic on one broker. Sorts by topic, broker name, queue id (as RocketMQ does)."""

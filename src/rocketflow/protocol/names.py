@@ -1,10 +1,12 @@
-"""Topic and group names, permissions and system topics (PROTOCOL.md 4.3)."""
+"""Topic and group names, permissions and system topics."""
 
 from __future__ import annotations
 
 import re
 from enum import IntFlag
 from typing import Final
+
+from rocketflow.errors import RocketflowError
 
 
 class PermName(IntFlag):
@@ -16,7 +18,7 @@ class PermName(IntFlag):
     PRIORITY = 0x8
 
 
-# plain ints: `int & IntFlag` builds a new IntFlag member (~1.5 us), and a send checks its topic's perm
+# plain ints: `int & IntFlag` builds a new IntFlag member, and every send checks its topic's perm
 _READ: Final = int(PermName.READ)
 _WRITE: Final = int(PermName.WRITE)
 _INHERIT: Final = int(PermName.INHERIT)
@@ -82,7 +84,7 @@ VALID_NAME_PATTERN: Final = "^[%|a-zA-Z0-9_-]+$"
 _VALID_NAME = re.compile(r"[%|a-zA-Z0-9_-]+")
 
 
-class InvalidNameError(ValueError):
+class InvalidNameError(RocketflowError, ValueError):
     """A topic or group name that RocketMQ would reject."""
 
 

@@ -1,4 +1,4 @@
-"""The message properties string (PROTOCOL.md 3.4).
+"""The message properties string (docs/design/wire-format.md, "Properties").
 
 ``key 0x01 value 0x02 key 0x01 value`` with no trailing separator, UTF-8 on the wire.
 """
@@ -8,13 +8,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Final
 
+from rocketflow.errors import RocketflowError
+
 #: Between a key and its value.
 NAME_VALUE_SEPARATOR: Final = "\x01"
 #: Between two entries.
 PROPERTY_SEPARATOR: Final = "\x02"
 
 
-class InvalidPropertyError(ValueError):
+class InvalidPropertyError(RocketflowError, ValueError):
     """A property that cannot be written: its key or value contains a separator."""
 
 

@@ -1,7 +1,4 @@
-"""System flags: of a stored message (`MessageSysFlag`) and of a pull request (`PullSysFlag`).
-
-PROTOCOL.md 3.1 and 3.2.
-"""
+"""System flags: of a stored message (`MessageSysFlag`) and of a pull request (`PullSysFlag`)."""
 
 from __future__ import annotations
 
@@ -71,7 +68,7 @@ def build_pull_sys_flag(
     commit_offset: bool, suspend: bool, subscription: bool, class_filter: bool, lite_pull: bool = False
 ) -> int:
     """The pull ``sysFlag`` value for these options (a plain int, ready for a header field)."""
-    # plain ints: an IntFlag ``|`` goes through enum's Python code (~1 us each, once per pull)
+    # plain ints: an IntFlag ``|`` goes through enum's Python code, and this runs once per pull
     return ((_COMMIT_OFFSET if commit_offset else 0) | (_SUSPEND if suspend else 0)
             | (_SUBSCRIPTION if subscription else 0) | (_CLASS_FILTER if class_filter else 0)
             | (_LITE_PULL if lite_pull else 0))

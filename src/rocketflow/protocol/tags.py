@@ -1,4 +1,4 @@
-"""Tag hash codes and tag subscriptions (PROTOCOL.md 3.5).
+"""Tag hash codes and tag subscriptions.
 
 The consume queue stores, per message, Java's ``String.hashCode()`` of the TAGS property; a
 subscription ``"TagA || TagB"`` matches on those codes on the broker and on the tag strings
@@ -13,13 +13,15 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Final
 
+from rocketflow.errors import RocketflowError
+
 #: The subscription expression that matches every message.
 SUB_ALL: Final = "*"
 #: Separator of tags in a subscription expression.
 TAG_SEPARATOR: Final = "||"
 
 
-class SubscriptionParseError(ValueError):
+class SubscriptionParseError(RocketflowError, ValueError):
     """A subscription expression that names no tag (e.g. ``"||"``)."""
 
 

@@ -1,26 +1,27 @@
 """Everything the gRPC endpoint needs from the broker, in one place.
 
-The endpoint reaches the broker only through `BrokerAccess`: topic and group configs, store reads,
-consumer offsets, the broker's processors (by request code, see `rocketflow.proxy.local`), the ACL
-file and the broker's settings. When the broker's internals move, this module is the one to adapt.
+The endpoint reaches the broker only through `BrokerAccess`, built on the broker's context (the
+`BrokerContext` its processors work on, never its controller) and the lookup of its processors: topic
+and group configs, store reads, consumer offsets, the broker's processors (by request code, see
+`rocketflow.proxy.local`; sends reach the broker's put path through them), the ACL file and the
+broker's settings. When the broker's internals move, this module is the one to adapt.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
 
 from rocketflow.acl import PlainAclConfig
+from rocketflow.broker.config import BrokerConfig
+from rocketflow.broker.context import BrokerContext
 from rocketflow.net import Processor
 from rocketflow.protocol.bodies import SubscriptionGroupConfig, TopicConfig
 from rocketflow.protocol.codec import RecordDecodeError, decode_record
 from rocketflow.protocol.message import MessageExt
+from rocketflow.proxy.local import ProcessorLookup
+from rocketflow.store import BrokerRole
 from rocketflow.store.message_store import GetMessageStatus
-
-if TYPE_CHECKING:
-    from rocketflow.broker.config import BrokerConfig
-    from rocketflow.broker.controller import BrokerController
 
 #: topic attribute naming the message type a topic accepts (RocketMQ 5's ``message.type``)
 MESSAGE_TYPE_ATTRIBUTE = "message.type"
@@ -39,8 +40,9 @@ class QueueRead:
 class BrokerAccess:
     """The broker as the gRPC endpoint sees it."""
 
-    def __init__(self, broker: BrokerController) -> None:
+    def __init__(self, broker: BrokerContext, processors: ProcessorLookup) -> None:
         self._broker = broker
+        self._processors = processors
 
     # ------------------------------------------------------------------ identity and settings
 
@@ -58,17 +60,17 @@ class BrokerAccess:
 
     @property
     def store_host(self) -> str:
-        return self._broker.address
+        return self._broker.identity.address
 
     @property
     def is_slave(self) -> bool:
-        return self._broker.is_slave
+        return self._broker.config.store.broker_role is BrokerRole.SLAVE
 
     @property
     def acl_config(self) -> PlainAclConfig | None:
         """The ACL file's accounts when ACL is on, else None."""
-        acl_file = self._broker.acl_file
-        return None if acl_file is None else acl_file.config()
+        acl_hook = self._broker.acl_hook
+        return None if acl_hook is None else acl_hook.validator.config
 
     @property
     def broker_credentials(self) -> tuple[str, str] | None:
@@ -79,7 +81,7 @@ class BrokerAccess:
         return config.access_key, config.secret_key
 
     def processor(self, code: int) -> Processor | None:
-        return self._broker.server.processor_for(code)
+        return self._processors(code)
 
     def add_arrival_listener(self, listener: Callable[[str, int], None]) -> None:
         """``listener(topic, queue_id)`` after new messages of a queue are readable (on the broker's loop)."""

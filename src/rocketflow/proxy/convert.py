@@ -16,8 +16,9 @@ from typing import Final
 
 from google.protobuf.timestamp_pb2 import Timestamp
 
+from rocketflow.errors import RocketflowError
+from rocketflow.grpc_protocol import definition_pb2 as pb
 from rocketflow.protocol.message import MessageConst, MessageExt
-from rocketflow.proxy.v2 import definition_pb2 as pb
 
 #: RocketMQ 5's property of a message's group (FIFO) and of its delivery time (epoch ms)
 MESSAGE_GROUP_PROPERTY: Final = MessageConst.SHARDING_KEY
@@ -40,7 +41,7 @@ TYPES_BY_NAME: Final[dict[str, pb.MessageType.ValueType]] = {
     "NORMAL": pb.NORMAL, "FIFO": pb.FIFO, "DELAY": pb.DELAY, "TRANSACTION": pb.TRANSACTION}
 
 
-class BadMessage(ValueError):
+class BadMessage(RocketflowError, ValueError):
     """A message that cannot be stored; ``code`` is the status code to answer with."""
 
     def __init__(self, code: int, text: str) -> None:

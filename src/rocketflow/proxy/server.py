@@ -14,12 +14,14 @@ from typing import Any, Final
 
 import grpc
 
+from rocketflow.broker.context import BrokerContext
+from rocketflow.grpc_protocol import service_pb2 as spb
 from rocketflow.net.tls import ClientAuth, TlsMode
 from rocketflow.proxy.access import BrokerAccess
+from rocketflow.proxy.local import ProcessorLookup
 from rocketflow.proxy.pop_service import PopService
 from rocketflow.proxy.service import RAW_RESPONSES, MessagingService
 from rocketflow.proxy.timer import TimerService
-from rocketflow.proxy.v2 import service_pb2 as spb
 
 logger = logging.getLogger(__name__)
 
@@ -143,4 +145,10 @@ class GrpcServer:
         return info
 
 
-__all__ = ["DEFAULT_GRPC_PORT", "SERVICE_NAME", "GrpcServer", "method_handlers"]
+def grpc_endpoint(broker: BrokerContext, processors: ProcessorLookup, host: str, port: int) -> GrpcServer:
+    """The gRPC endpoint of a broker (its parts and its processors by request code) on ``host:port``: what
+    `BrokerController` takes as ``grpc_endpoint`` (`rocketflow.broker.controller.GrpcEndpointFactory`)."""
+    return GrpcServer(BrokerAccess(broker, processors), host, port)
+
+
+__all__ = ["DEFAULT_GRPC_PORT", "SERVICE_NAME", "GrpcServer", "grpc_endpoint", "method_handlers"]

@@ -29,6 +29,9 @@ from google.protobuf.duration_pb2 import Duration
 from rocketflow.acl import AccessGrant, Permission, SessionCredentials
 from rocketflow.acl.address import host_of
 from rocketflow.broker.config import parse_delay_levels
+from rocketflow.errors import RocketflowError
+from rocketflow.grpc_protocol import definition_pb2 as pb
+from rocketflow.grpc_protocol import service_pb2 as spb
 from rocketflow.protocol.codec import RecordDecodeError, decode_record
 from rocketflow.protocol.ids import decode_offset_msg_id
 from rocketflow.protocol.message import MessageConst
@@ -45,8 +48,6 @@ from rocketflow.proxy.access import MESSAGE_TYPE_ATTRIBUTE, BrokerAccess
 from rocketflow.proxy.local import LocalChannel, invoke_local
 from rocketflow.proxy.pop_service import MessageFilter, PopService, now_ms
 from rocketflow.proxy.timer import TIMER_TOPIC, TimerService, send_fields
-from rocketflow.proxy.v2 import definition_pb2 as pb
-from rocketflow.proxy.v2 import service_pb2 as spb
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 
@@ -100,7 +101,7 @@ def producer_group(topic: str) -> str:
     return f"{topic}%GRPC_PRODUCER"
 
 
-class Refused(Exception):
+class Refused(RocketflowError):
     """A request answered with a status other than OK."""
 
     def __init__(self, code: int, text: str = "") -> None:

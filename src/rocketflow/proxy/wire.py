@@ -14,9 +14,9 @@ import hashlib
 from collections.abc import Iterable
 from typing import Final
 
+from rocketflow.grpc_protocol import definition_pb2 as pb
 from rocketflow.protocol.message import MessageConst, MessageExt
 from rocketflow.proxy.convert import DELIVER_MS_PROPERTY, MESSAGE_GROUP_PROPERTY, SYSTEM_PROPERTIES
-from rocketflow.proxy.v2 import definition_pb2 as pb
 
 _SMALL: Final = tuple(bytes((value,)) for value in range(128))
 _UINT64: Final = (1 << 64) - 1

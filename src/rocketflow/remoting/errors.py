@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from rocketflow.errors import RocketflowError
 
-class ProtocolError(Exception):
+
+class ProtocolError(RocketflowError):
     """Bytes on the wire that do not form a valid RocketMQ remoting frame."""
 
 

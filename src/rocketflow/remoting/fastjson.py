@@ -1,7 +1,7 @@
 """fastjson's JSON dialect, as RocketMQ's Java processes write and read it (no I/O).
 
 fastjson (1.2.x) differs from standard JSON in ways every body of the protocol relies on
-(PROTOCOL.md section 5):
+(docs/design/wire-format.md, "fastjson"):
 
 * maps with ``Integer``/``Long`` keys are written with **bare numeric keys**: ``{0:"a"}``;
 * maps with object keys (``MessageQueue``) are written with **the key as a raw JSON object**:
@@ -11,7 +11,9 @@ fastjson (1.2.x) differs from standard JSON in ways every body of the protocol r
   the colon, and writes the entries of a map with non-string keys on one line.
 
 `dumps` writes that dialect, `loads` reads it (plus standard JSON). Map keys that are JSON objects
-come back as `ObjectKey`, an immutable, hashable view.
+come back as `ObjectKey`, an immutable, hashable view. Classes of the layers above (the message
+model's `MessageQueue`) are written as their bean once they `register_bean` themselves: this module
+imports nothing above the remoting layer.
 """
 
 from __future__ import annotations
@@ -21,15 +23,34 @@ import math
 import re
 from collections.abc import Callable, Iterator, Mapping
 from enum import Enum, IntEnum
-from typing import Any, Final
+from typing import Any, Final, Protocol, TypeVar
 
 import orjson
 
-from rocketflow.protocol.message import MessageQueue
 from rocketflow.remoting.errors import BodyDecodeError
 
 #: Deepest nesting `loads` accepts (the pure-Python fallback parser is recursive).
 MAX_DEPTH: Final = 200
+
+
+class JsonBean(Protocol):
+    """A value `dumps` writes as the JSON object its ``to_json_dict()`` returns (a Java bean)."""
+
+    def to_json_dict(self) -> Mapping[str, Any]: ...
+
+
+_BeanT = TypeVar("_BeanT", bound=type[JsonBean])
+#: the classes `register_bean` added: written as their bean, as values and as map keys
+_bean_types: tuple[type[JsonBean], ...] = ()
+
+
+def register_bean(cls: _BeanT) -> _BeanT:
+    """Let `dumps` write instances of ``cls`` as their ``to_json_dict()``, as values and as map keys
+    (fastjson writes an object key as a raw JSON object). A class decorator."""
+    global _bean_types
+    if cls not in _bean_types:
+        _bean_types = (*_bean_types, cls)
+    return cls
 
 
 class ObjectKey(Mapping[Any, Any]):
@@ -103,8 +124,8 @@ def dumps(obj: Any, *, pretty: bool = False) -> bytes:
     """Serialise `obj` the way fastjson would (UTF-8 bytes).
 
     Supported: None, bool, int, float, str, enums (by name; `IntEnum` as its number),
-    `MessageQueue` (as its bean), `ObjectKey`, dicts (None values omitted; keys may be str, int,
-    `MessageQueue` or `ObjectKey`), lists, tuples and sets (arrays, iteration order kept).
+    registered beans such as `MessageQueue`, `ObjectKey`, dicts (None values omitted; keys may be
+    str, int, a registered bean or `ObjectKey`), lists, tuples and sets (arrays, iteration order kept).
     ``pretty=True`` is fastjson's PrettyFormat (TAB indentation), used for config files.
     """
     if not pretty and _is_plain(obj):
@@ -199,7 +220,7 @@ class _Writer:
             out.append(_quote(value.name))
         elif isinstance(value, dict):
             self.write_map(value, indent)
-        elif isinstance(value, MessageQueue):
+        elif isinstance(value, _bean_types):
             self.write_map(value.to_json_dict(), indent)
         elif isinstance(value, ObjectKey):
             self.write_map(value.as_dict(), indent)
@@ -234,7 +255,7 @@ class _Writer:
         out.append("}")
 
     def write_key(self, key: Any, indent: int) -> None:
-        if isinstance(key, bool | int | float | Enum | MessageQueue | ObjectKey):
+        if isinstance(key, (bool, int, float, Enum, ObjectKey, *_bean_types)):
             self.write(key, indent)
         elif key is None:
             self.out.append("null")
@@ -452,4 +473,4 @@ class _Parser:
         return value
 
 
-__all__ = ["MAX_DEPTH", "ObjectKey", "dumps", "java_double", "loads"]
+__all__ = ["MAX_DEPTH", "JsonBean", "ObjectKey", "dumps", "java_double", "loads", "register_bean"]

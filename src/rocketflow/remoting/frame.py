@@ -1,6 +1,6 @@
 """Frames: encoding a `RemotingCommand` to bytes and an incremental decoder (no I/O).
 
-Layout (PROTOCOL.md 1.1): ``[i32 length][u8 serialize type][u24 header length][header][body]``
+Layout (docs/design/wire-format.md, "Frames"): ``[i32 length][u8 serialize type][u24 header length][header][body]``
 where ``length`` counts everything after itself.
 """
 

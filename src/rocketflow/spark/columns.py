@@ -25,6 +25,7 @@ import pyarrow.compute as pc  # type: ignore[import-untyped]
 
 from rocketflow.protocol.codec import MAGIC_CODE, RecordDecodeError, UndecodableRecord, decode_records
 from rocketflow.protocol.message import MessageConst, MessageExt
+from rocketflow.protocol.record_layout import HEAD_SIZE_V4, field_position
 from rocketflow.protocol.sysflag import MessageSysFlag
 
 #: The Spark schema of the source, as DDL. Types (Spark / Arrow):
@@ -87,17 +88,17 @@ def arrow_schema(include_properties: bool) -> Any:
 class UndecodableRecordError(RecordDecodeError):
     """A record that cannot be decoded, met with ``fail_on_bad_records``."""
 
-# Field positions in a record whose hosts are both IPv4 (see the codec's layout).
-_QUEUE_ID: Final = 12
-_QUEUE_OFFSET: Final = 20
-_COMMIT_LOG_OFFSET: Final = 28
-_SYS_FLAG: Final = 36
-_BORN_TIMESTAMP: Final = 40
-_STORE_TIMESTAMP: Final = 56
-_STORE_HOST: Final = 64
-_RECONSUME_TIMES: Final = 72
-_BODY_LEN: Final = 84
-_BODY: Final = 88
+# Field positions in a record whose hosts are both IPv4.
+_QUEUE_ID: Final = field_position("queue_id")
+_QUEUE_OFFSET: Final = field_position("queue_offset")
+_COMMIT_LOG_OFFSET: Final = field_position("commit_log_offset")
+_SYS_FLAG: Final = field_position("sys_flag")
+_BORN_TIMESTAMP: Final = field_position("born_timestamp")
+_STORE_TIMESTAMP: Final = field_position("store_timestamp")
+_STORE_HOST: Final = field_position("store_host")
+_RECONSUME_TIMES: Final = field_position("reconsume_times")
+_BODY_LEN: Final = field_position("body_len")
+_BODY: Final = HEAD_SIZE_V4
 #: The fixed head of such a record, big-endian, as one numpy element (gathered once a record).
 _HEAD: Final = np.dtype({
     "names": ["size", "queue_id", "queue_offset", "commit_log_offset", "sys_flag", "born_timestamp",

@@ -21,7 +21,8 @@ from rocketflow.client.api import PullStatus
 from rocketflow.client.config import ClientConfig
 from rocketflow.client.errors import MQBrokerError, MQError
 from rocketflow.client.instance import ClientInstance
-from rocketflow.client.producer import Producer
+from rocketflow.client.producer.producer import Producer
+from rocketflow.errors import RocketflowError
 from rocketflow.protocol.codec import decode_record
 from rocketflow.protocol.message import MessageQueue
 from rocketflow.protocol.sysflag import PullSysFlag
@@ -38,7 +39,7 @@ CHUNK_OFFSETS: Final = 65_536
 PULLS_IN_FLIGHT: Final = 4
 
 
-class SourceError(ValueError):
+class SourceError(RocketflowError, ValueError):
     """Bad options, an unknown topic or lost data: raised with a message saying what to change."""
 
 

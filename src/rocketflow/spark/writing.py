@@ -14,7 +14,7 @@ import asyncio
 from collections import defaultdict
 from typing import Any, Final
 
-from rocketflow.client.producer import Producer
+from rocketflow.client.producer.producer import Producer
 from rocketflow.protocol.message import Message
 from rocketflow.spark.connection import RPC_TIMEOUT, SourceError
 

@@ -1,6 +1,5 @@
 """The broker's disk store: commit log, consume queues, index, flush, recovery, retention, config files."""
 
-from rocketflow.store.commit_log import AppendResult, PutMessageRequest, PutMessageStatus
 from rocketflow.store.config import BrokerRole, FlushDiskType, StoreConfig
 from rocketflow.store.errors import StoreCorruptError, StoreError, StoreLockedError, StoreNotRunningError
 from rocketflow.store.message_store import (
@@ -11,6 +10,7 @@ from rocketflow.store.message_store import (
     QueryMessageResult,
     TagsCodeFilter,
 )
+from rocketflow.store.put_request import AppendResult, PutMessageRequest, PutMessageStatus
 
 __all__ = [
     "AppendResult",

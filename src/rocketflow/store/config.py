@@ -105,10 +105,9 @@ class StoreConfig:
     message_index_safe: bool = False
     #: index keys are written to the index files in runs of this many (or sooner: on a query, a flush
     #: every `flush_interval_consume_queue_ms`, shutdown); RocketMQ indexes behind the commit log too.
-    #: A run is written by the put that completes it, on the broker's event loop. At 5,000 single sends
-    #: a second a run of 4,096 held the loop ~6 ms every ~0.8 s, and every message in flight waited;
-    #: a run of 256 holds it 0.5-1.3 ms. Short runs cost more a key (~3 us against ~1.4 us: numpy's
-    #: per-call overhead), about 1.5 us more broker CPU a message, for a much shorter longest stall.
+    #: A run is written by the put that completes it, on the broker's event loop, and every message in
+    #: flight waits for it: short runs keep that stall short, at the price of numpy's per-call overhead
+    #: spread over fewer keys (bench/README.md, "Store: index runs", has the measurements).
     index_build_batch: int = DEFAULT_INDEX_BUILD_BATCH
     #: per-pull transfer caps (`maxTransferBytesOnMessageInMemory` etc.)
     max_transfer_bytes_on_message_in_memory: int = 256 * 1024

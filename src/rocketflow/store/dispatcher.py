@@ -8,13 +8,63 @@ always be rebuilt.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
 
-from rocketflow.store.commit_log import DispatchBatch
+from rocketflow.protocol.message import MessageConst
+from rocketflow.protocol.sysflag import TRANSACTION_TYPE_MASK, MessageSysFlag
 from rocketflow.store.consume_queue import ConsumeQueueTable, units_struct
 from rocketflow.store.index import IndexService
 
 log = logging.getLogger(__name__)
+
+_PREPARED: Final = int(MessageSysFlag.TRANSACTION_PREPARED)
+_ROLLBACK: Final = int(MessageSysFlag.TRANSACTION_ROLLBACK)
+
+
+def enters_consume_queue(sys_flag: int) -> bool:
+    """Whether a record with `sys_flag` gets a consume-queue unit (not a prepared or rolled-back half)."""
+    transaction = sys_flag & TRANSACTION_TYPE_MASK
+    return transaction != _PREPARED and transaction != _ROLLBACK
+
+
+def schedule_tags_code(properties: Mapping[str, str], store_timestamp: int,
+                       delay_levels_ms: Sequence[int]) -> int | None:
+    """Tags code of a SCHEDULE_TOPIC_XXXX record: its deliver time, store time + the delay of its DELAY level.
+
+    The level is clamped to the highest one (as RocketMQ); None when the record has no usable level.
+    """
+    text = properties.get(MessageConst.DELAY_TIME_LEVEL)
+    if not text or not delay_levels_ms:
+        return None
+    try:
+        level = int(text)
+    except ValueError:
+        return None
+    if level <= 0:
+        return None
+    return store_timestamp + delay_levels_ms[min(level, len(delay_levels_ms)) - 1]
+
+
+@dataclass(slots=True)
+class DispatchBatch:
+    """Consume-queue units and index keys of a batch of stored records, grouped for cheap dispatch.
+
+    ``runs`` maps (topic, queue id) to ``[first queue offset, flat [phys, size, tags code, ...]]``
+    with consecutive queue offsets; ``index_keys`` (``b"topic#key"``), ``index_offsets`` (phys) and
+    ``index_timestamps`` (store time) are the index entries, in parallel lists.
+    """
+
+    runs: dict[tuple[str, int], list[Any]] = field(default_factory=dict)
+    index_keys: list[bytes] = field(default_factory=list)
+    index_offsets: list[int] = field(default_factory=list)
+    index_timestamps: list[int] = field(default_factory=list)
+    store_timestamp: int = 0
+    end_offset: int = 0
+    #: records the batch covers (with those that enter no consume queue)
+    record_count: int = 0
+
 
 #: listener(topic, queue_id, queue_offset, tags_code, store_timestamp), called per dispatched message
 DispatchListener = Callable[[str, int, int, int, int], None]
@@ -35,9 +85,6 @@ class Dispatcher:
 
     def add_listener(self, listener: DispatchListener) -> None:
         self.listeners = [*self.listeners, listener]
-
-    def remove_listener(self, listener: DispatchListener) -> None:
-        self.listeners = [fn for fn in self.listeners if fn is not listener]
 
     def add_run_listener(self, listener: DispatchRunListener) -> None:
         self.run_listeners = [*self.run_listeners, listener]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from rocketflow.errors import RocketflowError
 
-class StoreError(Exception):
+
+class StoreError(RocketflowError):
     """Base class of store failures."""
 
 

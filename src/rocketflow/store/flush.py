@@ -14,8 +14,9 @@ import threading
 import time
 from collections.abc import Callable
 
-from rocketflow.store.commit_log import AppendResult, CommitLog, PutMessageStatus
+from rocketflow.store.commit_log import CommitLog
 from rocketflow.store.mapped_file import PAGE_SIZE
+from rocketflow.store.put_request import AppendResult, PutMessageStatus
 
 log = logging.getLogger(__name__)
 

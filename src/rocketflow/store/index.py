@@ -194,8 +194,8 @@ class IndexFile:
         """Map the hash-slot table's pages now, for a file that takes inserts.
 
         Its keys land on random slots, so the first runs of keys would fault pages in all over the
-        20 MB table: the first run of 256 keys into a fresh mapping took 4-7 ms, on the broker's loop,
-        against ~0.6 ms once the table is mapped (~4 ms here, when the file is opened or created).
+        20 MB table, on the broker's loop; mapping it here, when the file is opened or created, pays
+        that once and off the put path (bench/README.md, "Store: index runs").
         """
         if _MADV_POPULATE_READ is None or self._closed or self.is_full:
             return
@@ -233,7 +233,7 @@ class IndexFile:
             newest: np.ndarray
             if len(set(slot_of.tolist())) == count:
                 # The usual run (hundreds of keys over millions of slots): no two keys share a slot. A set
-                # tells so for less than np.unique below, whose numpy calls cost ~15 us each on a busy loop.
+                # tells so for less than np.unique below, whose numpy calls each cost a fixed overhead.
                 touched, newest = slot_of, index_count + np.arange(count)
             else:
                 # each slot the run touches ends on the run's last key in it (first in the reversed run)
@@ -362,8 +362,8 @@ class IndexService:
         """Have a file ready for inserts (the last one, or a new one) with its slots mapped, before the
         first keys come; called once recovery is done and only when the store indexes.
 
-        Making one takes ~6 ms (allocating its 20 MB slot table, then mapping it), which the first run
-        of keys would otherwise wait for, on the broker's loop.
+        Making one (allocating its 20 MB slot table, then mapping it) takes milliseconds, which the
+        first run of keys would otherwise wait for, on the broker's loop.
         """
         with self.lock:
             if self.files and not self.files[-1].is_full:

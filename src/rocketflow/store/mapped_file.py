@@ -10,6 +10,7 @@ import mmap
 import os
 import threading
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 from rocketflow.store.errors import StoreCorruptError
@@ -22,8 +23,7 @@ PAGE_SIZE = mmap.PAGESIZE
 RESERVE_AHEAD_BYTES = 1024 * 1024
 #: appends at least this big (a page) are written with pwrite(2) rather than copied into the mapping: a
 #: batch's bytes are cheaper to hand to the page cache in one call than to fault fresh mapped pages in
-#: one by one (measured 5-15% more 100-byte appends a second in batches of 32); a single small message
-#: is cheaper to copy
+#: one by one (bench/README.md, "Store: pwrite"); a single small message is cheaper to copy
 _PWRITE_MIN_BYTES = 4096
 _CANNOT_RESERVE = frozenset({errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS})
 
@@ -243,6 +243,30 @@ class MappedFile:
 
     def __repr__(self) -> str:
         return f"MappedFile({self.path.name}, wrote={self.wrote_position}, flushed={self.flushed_position})"
+
+
+#: What one write puts in one segment: the segment, the bytes (in pieces), whether they fill it up (the
+#: segment then counts as full: its last bytes are a blank record's, the rest of it unused).
+Chunk = tuple[MappedFile, list[bytes], bool]
+
+
+def reserve_chunks(chunks: Sequence[Chunk], last_end: int) -> None:
+    """Allocate the disk space of every chunk of a write before writing any: a full disk fails it as a whole.
+
+    `last_end` is where the last chunk ends in its segment (the earlier ones are summed).
+    """
+    for target, chunk_parts, _end_of_file in chunks[:-1]:
+        target.reserve(target.wrote_position + sum(map(len, chunk_parts)))
+    chunks[-1][0].reserve(last_end)
+
+
+def write_chunks(chunks: Sequence[Chunk]) -> None:
+    """Write the chunks `reserve_chunks` made room for, each at its segment's wrote position."""
+    for target, chunk_parts, end_of_file in chunks:
+        if chunk_parts:
+            target.append(chunk_parts[0] if len(chunk_parts) == 1 else b"".join(chunk_parts))
+        if end_of_file:
+            target.wrote_position = target.file_size
 
 
 class MappedFileQueue:

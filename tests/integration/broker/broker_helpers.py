@@ -6,7 +6,7 @@ import asyncio
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import ConsumerData, HeartbeatData, MessageModel, ProducerData, SubscriptionData
 from rocketflow.protocol.codec import decode_records, encode_batch_body

@@ -12,7 +12,7 @@ import zlib
 
 from broker_helpers import message_properties, pull, run, send, send_request
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.codec import UndecodableRecord, decode_records, encode_batch_body
 from rocketflow.protocol.message import Message

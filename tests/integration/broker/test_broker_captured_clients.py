@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from broker_helpers import run
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import LockBatchResponseBody
 from rocketflow.remoting.codes import LanguageCode, RequestCode, ResponseCode

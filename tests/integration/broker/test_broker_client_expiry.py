@@ -7,7 +7,7 @@ import contextlib
 
 from broker_helpers import heartbeat_request, run, wait_for
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 from rocketflow.net import RemotingClient, RequestContext
 from rocketflow.protocol.bodies import (
     ConsumerListBody,

@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 from click.testing import CliRunner
 
-from rocketflow.broker import DevCluster
 from rocketflow.cli.main import cli
 from rocketflow.client import MQClientError
 from rocketflow.client.admin import Admin
+from rocketflow.dev import DevCluster
 
 
 def test_offsets_are_cloned_per_topic_or_for_every_topic() -> None:

@@ -7,7 +7,7 @@ import time
 
 from broker_helpers import decoded, heartbeat_request, message_properties, pull, run, send, send_request, wait_for
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 from rocketflow.net import RemotingClient, RequestContext
 from rocketflow.protocol.bodies import (
     ConsumerConnection,

@@ -13,7 +13,7 @@ import logging
 
 import pytest
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.names import DEFAULT_TOPIC
 from rocketflow.remoting.codes import RequestCode, ResponseCode

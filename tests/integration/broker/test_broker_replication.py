@@ -18,7 +18,8 @@ from typing import Any
 
 from broker_helpers import decoded, message_properties, pull, send, wait_for
 
-from rocketflow.broker import BrokerController, DevCluster, build_broker_config
+from rocketflow.broker import BrokerController, build_broker_config
+from rocketflow.dev import DevCluster
 from rocketflow.namesrv import NameServer, NamesrvConfig
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import KVTable, TopicConfigSerializeWrapper, TopicRouteData

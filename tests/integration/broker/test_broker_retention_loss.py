@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 
 from rocketflow import Message, Producer
-from rocketflow.broker import DevCluster
 from rocketflow.cli.main import cli
 from rocketflow.client.admin import Admin
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageQueue
 
 TOPIC = "ForcedCleanT"
@@ -49,7 +49,7 @@ def test_forced_deletion_of_unconsumed_messages_is_logged_counted_and_shown(capl
             api = admin.instance.api
             for group, offset in (("lagging_cg", 10), ("fresh_cg", 0), ("caught_up_cg", 299)):
                 admin.instance.run(api.update_consumer_offset(cluster.broker_addr, group, mq, offset))
-            with caplog.at_level(logging.WARNING, "rocketflow.broker.retention"):
+            with caplog.at_level(logging.WARNING, "rocketflow.broker.unconsumed_deletions"):
                 assert broker.store.clean_expired(int(time.time() * 1000)) > 0
             low = broker.store.get_min_offset_in_queue(TOPIC, 0)
             assert 10 < low < 299

@@ -6,7 +6,7 @@ import asyncio
 
 from broker_helpers import decoded, message_properties, pull, run, send, wait_for
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import DelayOffsetTable
 from rocketflow.protocol.message import MessageExt
@@ -55,7 +55,7 @@ def test_send_back_goes_to_retry_after_its_delay_then_to_the_dlq() -> None:
         assert retry.body == b"payload"
         assert retry.reconsume_times == 1
         assert retry.uniq_key == original.uniq_key
-        assert retry.properties["ORIGIN_MESSAGE_ID"] == original.msg_id  # the offset msg id (PROTOCOL 4.6)
+        assert retry.properties["ORIGIN_MESSAGE_ID"] == original.msg_id  # the offset msg id
         assert retry.properties["RETRY_TOPIC"] == "Work"
         assert retry.tags == "TagR" and retry.keys == "rk"
         assert "DELAY" not in retry.properties and "REAL_TOPIC" not in retry.properties

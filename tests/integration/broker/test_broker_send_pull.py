@@ -17,7 +17,7 @@ from broker_helpers import (
     send_request,
 )
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import TopicConfigSerializeWrapper
 from rocketflow.protocol.codec import decode_record
@@ -271,3 +271,24 @@ def test_batches_arriving_together_are_each_stored_and_answered(flush: FlushDisk
             assert [message.offset_msg_id for message in got] == ids[queue_id]
 
     run(scenario, **{"store.flush_disk_type": flush})
+
+
+@pytest.mark.parametrize("code", [RequestCode.SEND_MESSAGE, RequestCode.SEND_MESSAGE_V2])
+def test_a_send_flagged_batch_is_stored_as_a_batch(code: RequestCode) -> None:
+    """The C++ client's `send_batch` uses SEND_MESSAGE with the header's batch flag (`m` in V2), not
+    SEND_BATCH_MESSAGE: as RocketMQ's broker, the flag decides, so each message is stored on its own."""
+    async def scenario(cluster: DevCluster, client: RemotingClient) -> None:
+        addr = cluster.broker_addr
+        await create_topic(client, addr, "FlaggedBatch")
+        batch = [Message("FlaggedBatch", f"flagged-{i}".encode(), properties=message_properties("T", f"k{i}"))
+                 for i in range(4)]
+        request = batch_request("FlaggedBatch", batch)
+        flagged = send_request("FlaggedBatch", request.body, None, code=code)
+        flagged.ext_fields["m" if code == RequestCode.SEND_MESSAGE_V2 else "batch"] = "true"
+        response = await client.invoke(addr, flagged, 5)
+        assert response.code == ResponseCode.SUCCESS, response.remark
+        assert len(response.ext_fields["msgId"].split(",")) == 4
+        pulled = await pull(client, addr, "flagged_group", "FlaggedBatch", 0, 0)
+        assert [m.body for m in decoded(pulled)] == [f"flagged-{i}".encode() for i in range(4)]
+
+    run(scenario)

@@ -2,24 +2,16 @@
 
 from __future__ import annotations
 
-import time
-
 import pytest
 from click.testing import CliRunner
 
 from rocketflow import Message, Producer
-from rocketflow.broker import DevCluster
 from rocketflow.cli.main import cli
 from rocketflow.client import MQBrokerError, MQClientError
 from rocketflow.client.admin import Admin
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.names import PermName
-
-
-def wait_for(predicate: object, timeout: float = 15.0) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "condition not met in time"
-        time.sleep(0.05)
+from testkit import wait_until as wait_for
 
 
 def test_a_running_broker_takes_new_settings_and_refuses_fixed_or_bad_ones() -> None:

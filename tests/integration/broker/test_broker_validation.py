@@ -9,8 +9,9 @@ from pathlib import Path
 
 from broker_helpers import decoded, message_properties, pull, run, send, send_request, wait_for
 
-from rocketflow.broker import BrokerController, DevCluster
+from rocketflow.broker import BrokerController
 from rocketflow.broker.config import build_broker_config
+from rocketflow.dev import DevCluster
 from rocketflow.net import RemotingClient
 from rocketflow.protocol.bodies import (
     ConsumerOffsetTable,

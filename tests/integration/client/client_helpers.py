@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import threading
-import time
-from collections.abc import Callable
 
 from rocketflow.client import ClientInstance, PullStatus
 from rocketflow.protocol.bodies import TopicConfig
@@ -12,6 +10,7 @@ from rocketflow.protocol.codec import decode_records
 from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.protocol.sysflag import PullSysFlag
 from rocketflow.remoting.headers import PullMessageRequestHeader
+from testkit import wait_until
 
 READER_GROUP = "client_test_reader"
 
@@ -31,12 +30,6 @@ def pull_messages(instance: ClientInstance, mq: MessageQueue, offset: int = 0, *
     return decode_records(result.body, decompress=decompress)
 
 
-def wait_until(predicate: Callable[[], bool], timeout: float = 10.0, interval: float = 0.05) -> None:
-    deadline = time.monotonic() + timeout
-    while not predicate():
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        time.sleep(interval)
 
 
 def create_topic(instance: ClientInstance, broker_addr: str, topic: str, queues: int) -> None:

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from rocketflow.broker import DevCluster
+from rocketflow.dev import DevCluster
 
 
 @pytest.fixture(scope="module")

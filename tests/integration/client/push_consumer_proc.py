@@ -28,7 +28,7 @@ from rocketflow.client import (
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
 )
-from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.protocol.message import MessageExt, MessageQueue
 
 

@@ -12,8 +12,8 @@ from typing import Any
 from client_helpers import create_topic, pull_messages, wait_until
 
 from rocketflow import Message, Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import ClientConfig, ClientInstance, MQBrokerError
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt, MessageQueue
 
 #: Fast client timings for tests (seconds).

@@ -10,7 +10,6 @@ import pytest
 from client_helpers import wait_until
 
 from rocketflow import Message, Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -20,6 +19,7 @@ from rocketflow.client import (
     MQConnectError,
 )
 from rocketflow.client.admin import EARLIEST, LATEST, ORDER_TOPIC_CONFIG_NAMESPACE, Admin, parse_timestamp
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
 from rocketflow.remoting.codes import ResponseCode
 

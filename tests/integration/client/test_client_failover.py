@@ -8,8 +8,8 @@ import pytest
 from client_helpers import create_topic, pull_messages
 
 from rocketflow import Message, Producer
-from rocketflow.broker import DevCluster
 from rocketflow.client import MQClientError, MQConnectError, SendStatus
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageQueue
 
 

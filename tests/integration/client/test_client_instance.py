@@ -15,9 +15,10 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from client_helpers import create_topic, wait_until
 
-from rocketflow.broker import DevCluster
 from rocketflow.client import ClientConfig, ClientInstance, MQClientError, MQTimeoutError
-from rocketflow.client.pull_service import PullAPIWrapper, PullStatus
+from rocketflow.client.api import PullStatus
+from rocketflow.client.consumer.fetcher import PullAPIWrapper
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.bodies import ConsumerData, ConsumerRunningInfo, SubscriptionData
 from rocketflow.protocol.message import Message, MessageQueue
 from rocketflow.protocol.sysflag import build_pull_sys_flag

@@ -7,8 +7,8 @@ from collections.abc import Iterator
 import pytest
 from client_helpers import create_topic, wait_until
 
-from rocketflow.broker import DevCluster
 from rocketflow.client import ClientConfig, ClientInstance, ReadOffsetType, RemoteBrokerOffsetStore
+from rocketflow.dev import DevCluster
 from rocketflow.net import RemotingServer
 from rocketflow.protocol.message import MessageQueue
 from rocketflow.remoting.codes import RequestCode, ResponseCode

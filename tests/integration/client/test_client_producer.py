@@ -13,8 +13,8 @@ import pytest
 from client_helpers import client_threads, create_topic, pull_messages, wait_until
 
 from rocketflow import Message, Producer
-from rocketflow.broker import DevCluster
 from rocketflow.client import ClientInstance, MQClientError, SendStatus
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageConst, MessageQueue
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.protocol.tags import java_string_hash
@@ -123,7 +123,7 @@ def test_sharding_key_picks_the_same_queue_as_java_everywhere(cluster: DevCluste
     with make_producer(cluster) as producer:
         create_topic(producer.instance, cluster.broker_addr, "ClientSharded", 8)
         results = [producer.send(Message("ClientSharded", b"m%d" % index), sharding_key="TagA") for index in range(6)]
-        # Java: "TagA".hashCode() = 2598919 (PROTOCOL.md 3.5); 2598919 % 8 = 7
+        # Java: "TagA".hashCode() = 2598919; 2598919 % 8 = 7
         assert {result.message_queue.queue_id for result in results} == {7}
         stored = pull_messages(producer.instance, results[0].message_queue)
         assert [msg.properties[MessageConst.SHARDING_KEY] for msg in stored] == ["TagA"] * 6

@@ -10,8 +10,8 @@ import pytest
 from client_helpers import create_topic, wait_until
 
 from rocketflow import Message, Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, SendStatus
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
 from rocketflow.store import BrokerRole
 

@@ -11,8 +11,8 @@ from client_helpers import wait_until
 from push_helpers import Recorder, make_topic, new_consumer, send
 
 from rocketflow import Producer
-from rocketflow.broker import DevCluster
 from rocketflow.client import ConsumeFromWhere, ConsumeOrderlyContext, ConsumeOrderlyStatus
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
 
 

@@ -11,11 +11,11 @@ from click.testing import CliRunner
 from client_helpers import create_topic, wait_until
 
 from rocketflow import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.cli.main import cli
 from rocketflow.client.admin import Admin
-from rocketflow.client.consume_context import ConsumeConcurrentlyContext
+from rocketflow.client.consumer.consume.context import ConsumeConcurrentlyContext
 from rocketflow.client.trace import TraceType
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
 from rocketflow.protocol.names import TRACE_TOPIC
 

@@ -16,8 +16,8 @@ from client_helpers import client_threads, wait_until
 from push_helpers import FAST_CLIENT, admin, broker_offset, make_topic, send
 
 from rocketflow import Message, Producer, PullConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import ConsumeFromWhere, LocalFileOffsetStore, MessageModel, MQClientError
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.bodies import ConsumeType
 from rocketflow.protocol.message import MessageExt, MessageQueue
 

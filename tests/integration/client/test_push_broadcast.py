@@ -13,7 +13,6 @@ from client_helpers import wait_until
 from push_helpers import Recorder, make_topic, new_consumer, send
 
 from rocketflow import Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -23,6 +22,7 @@ from rocketflow.client import (
     LocalFileOffsetStore,
     MessageModel,
 )
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
 
 BROADCASTING = MessageModel.BROADCASTING

@@ -13,7 +13,6 @@ from client_helpers import client_threads, wait_until
 from push_helpers import Recorder, admin, broker_offset, make_topic, new_consumer, send
 
 from rocketflow import Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -24,8 +23,9 @@ from rocketflow.client import (
     MessageModel,
     MQClientError,
 )
-from rocketflow.client.consume_context import CMResult
-from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.consumer.consume.context import CMResult
+from rocketflow.client.consumer.process_queue import ProcessQueue
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.bodies import ConsumerRunningInfo
 from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.remoting.codes import RequestCode, ResponseCode

@@ -28,9 +28,9 @@ from push_helpers import admin, broker_offset, make_topic, new_consumer
 from test_push_processes import CLIENT_SETTINGS, ConsumerProcess, read_records
 
 from rocketflow import Message, Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import ConsumeFromWhere, ConsumeOrderlyContext, ConsumeOrderlyStatus, MQClientError
-from rocketflow.client.consume_key_ordered import ConsumeKeyOrderedContext, default_message_key
+from rocketflow.client.consumer.consume.key_ordered import ConsumeKeyOrderedContext, default_message_key
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.names import dlq_topic
 

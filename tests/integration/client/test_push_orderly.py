@@ -16,8 +16,8 @@ from client_helpers import wait_until
 from push_helpers import admin, broker_offset, make_topic, new_consumer, send
 
 from rocketflow import Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import ConsumeFromWhere, ConsumeOrderlyContext, ConsumeOrderlyStatus
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt, MessageQueue
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET

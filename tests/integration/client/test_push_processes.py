@@ -30,8 +30,8 @@ from push_consumer_proc import ProcessQueueTokens
 from push_helpers import admin, broker_offset, make_topic
 
 from rocketflow import Message, Producer
-from rocketflow.broker import DevCluster
-from rocketflow.client.process_queue import ProcessQueue
+from rocketflow.client.consumer.process_queue import ProcessQueue
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageQueue
 
 SCRIPT = Path(__file__).with_name("push_consumer_proc.py")

@@ -10,8 +10,8 @@ import pytest
 from client_helpers import create_topic, wait_until
 
 from rocketflow import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageSelector, Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import MQClientError, PullConsumer
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand

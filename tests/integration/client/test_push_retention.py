@@ -12,8 +12,8 @@ from client_helpers import wait_until
 from push_helpers import Recorder, make_topic, new_consumer, send
 
 from rocketflow import Producer
-from rocketflow.broker import DevCluster
 from rocketflow.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt, MessageQueue
 
 TOPIC = "RetentionLagT"

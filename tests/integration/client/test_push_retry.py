@@ -13,7 +13,6 @@ from client_helpers import wait_until
 from push_helpers import Recorder, admin, make_topic, new_consumer, read_queue, send
 
 from rocketflow import Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import (
     MAX_RECONSUME_TIMES_UNLIMITED,
     ConsumeConcurrentlyContext,
@@ -22,6 +21,7 @@ from rocketflow.client import (
     ConsumeOrderlyContext,
     ConsumeOrderlyStatus,
 )
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.names import SCHEDULE_TOPIC
 

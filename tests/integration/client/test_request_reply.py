@@ -11,8 +11,8 @@ import pytest
 from client_helpers import create_topic
 
 from rocketflow import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import MQClientError, MQTimeoutError, create_reply_message
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageConst, MessageExt
 from rocketflow.protocol.names import reply_topic
 from rocketflow.remoting.codes import RequestCode, ResponseCode

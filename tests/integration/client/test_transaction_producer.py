@@ -17,8 +17,8 @@ import pytest
 from client_helpers import pull_messages, wait_until
 
 from rocketflow import LocalTransactionState, Message, TransactionProducer
-from rocketflow.broker import DevCluster
 from rocketflow.client import MQClientError, Producer, SendStatus
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.names import DEFAULT_TOPIC, TRANS_CHECK_MAX_TIME_TOPIC, TRANS_HALF_TOPIC, TRANS_OP_HALF_TOPIC
 from rocketflow.protocol.sysflag import MessageSysFlag, transaction_value

@@ -21,7 +21,6 @@ from client_helpers import wait_until
 from push_helpers import FAST_CLIENT, Recorder, admin, broker_offset, make_topic, new_consumer, read_queue
 
 from rocketflow import Message, Producer, PullConsumer, PushConsumer
-from rocketflow.broker import DevCluster
 from rocketflow.client import (
     ConsumeConcurrentlyContext,
     ConsumeConcurrentlyStatus,
@@ -30,12 +29,13 @@ from rocketflow.client import (
     ConsumeOrderlyStatus,
     MQBrokerError,
 )
+from rocketflow.dev import DevCluster
 from rocketflow.protocol.bodies import MessageModel
 from rocketflow.protocol.codec import UndecodableRecord
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.remoting.codes import ResponseCode
-from rocketflow.store.commit_log import AppendResult, PutMessageRequest, PutMessageStatus
+from rocketflow.store.put_request import AppendResult, PutMessageRequest, PutMessageStatus
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 #: What the attacker stored: flagged COMPRESSED, but not zlib.

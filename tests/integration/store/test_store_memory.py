@@ -29,7 +29,7 @@ CHILD = textwrap.dedent(
     from pathlib import Path
 
     from rocketflow.store import MessageStore, StoreConfig
-    from rocketflow.store.commit_log import EncodedBatchRequest
+    from rocketflow.store.put_request import EncodedBatchRequest
 
 
     def rss(key):

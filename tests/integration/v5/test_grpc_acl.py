@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from v5_helpers import DevCluster, RawClient
 
-from rocketflow.proxy.v2 import definition_pb2 as pb
+from rocketflow.grpc_protocol import definition_pb2 as pb
 
 ACL = """
 globalWhiteRemoteAddresses: []

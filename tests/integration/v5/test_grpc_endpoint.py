@@ -17,8 +17,9 @@ from v5_helpers import DevCluster, RawClient
 from rocketflow import ConsumeFromWhere, Message, Producer, PullConsumer, PushConsumer, SimpleConsumer
 from rocketflow.client import ConsumeConcurrentlyStatus, MQBrokerError, ReceivedMessage
 from rocketflow.client.admin import Admin
-from rocketflow.proxy.v2 import definition_pb2 as pb
-from rocketflow.proxy.v2 import service_pb2 as spb
+from rocketflow.grpc_protocol import definition_pb2 as pb
+from rocketflow.grpc_protocol import service_pb2 as spb
+from testkit import wait_until
 
 
 @pytest.fixture(scope="module")
@@ -351,12 +352,14 @@ def test_admin_cli_sets_message_type_and_fifo(cluster: DevCluster) -> None:
     assert created.exit_code == 0, created.output
     group = runner.invoke(cli, ["admin", "group", "create", "cli-fifo-group", "--fifo", "--json", *namesrv])
     assert group.exit_code == 0 and json.loads(group.output)["config"]["consumeMessageOrderly"] is True
-    deadline = time.monotonic() + 10
-    while True:
-        route = runner.invoke(cli, ["admin", "topic", "route", "cli-fifo-topic", "--json", *namesrv])
-        if route.exit_code == 0 or time.monotonic() > deadline:
-            break
-        time.sleep(0.2)
-    assert route.exit_code == 0 and json.loads(route.output)["messageType"] == "FIFO", route.output
+    routes = []
+
+    def routed() -> bool:
+        routes.append(runner.invoke(cli, ["admin", "topic", "route", "cli-fifo-topic", "--json", *namesrv]))
+        return routes[-1].exit_code == 0
+
+    wait_until(routed, 10, "a route of cli-fifo-topic", interval=0.2)
+    route = routes[-1]
+    assert json.loads(route.output)["messageType"] == "FIFO", route.output
     groups = runner.invoke(cli, ["admin", "group", "list", "--json", *namesrv])
     assert any(g["groupName"] == "cli-fifo-group" and g.get("consumeMessageOrderly") for g in json.loads(groups.output))

@@ -12,10 +12,10 @@ from typing import Any
 import grpc
 from google.protobuf.duration_pb2 import Duration
 
-from rocketflow.broker import DevCluster  # the dev cluster's home; moves to rocketflow.dev
-from rocketflow.proxy.v2 import definition_pb2 as pb
-from rocketflow.proxy.v2 import service_pb2 as spb
-from rocketflow.proxy.v2 import service_pb2_grpc as sgrpc
+from rocketflow.dev import DevCluster
+from rocketflow.grpc_protocol import definition_pb2 as pb
+from rocketflow.grpc_protocol import service_pb2 as spb
+from rocketflow.grpc_protocol import service_pb2_grpc as sgrpc
 
 __all__ = ["DevCluster", "RawClient", "Received", "ms"]
 

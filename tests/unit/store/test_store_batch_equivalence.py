@@ -18,8 +18,10 @@ from rocketflow.protocol.codec import encode_batch_body
 from rocketflow.protocol.message import Message
 from rocketflow.protocol.properties import encode_properties
 from rocketflow.protocol.tags import tags_code
-from rocketflow.store import MessageStore, PutMessageRequest
-from rocketflow.store.commit_log import EncodedBatchRequest, PutMessageStatus, _same_place_values
+from rocketflow.store import MessageStore, PutMessageRequest, batch_append
+from rocketflow.store.batch_append import _same_place_values
+from rocketflow.store.message_append import append_one
+from rocketflow.store.put_request import EncodedBatchRequest, PutMessageStatus
 
 
 def _store(root: Path) -> MessageStore:
@@ -178,7 +180,7 @@ def test_encoded_batch_properties_without_a_trailing_separator(make_store: Any) 
     assert len(store.query_message("Orders", "k1", 64, 0, 2**62).buffers) == 1
 
 
-# One-size batches (every message of one encoded size) take `CommitLog._append_one_size_batch`; these check it
+# One-size batches (every message of one encoded size) take `batch_append._append_one_size_batch`; these check it
 # stores what per-message puts store, whether its per-property shortcut applies or not.
 _HEX = "0123456789ABCDEF"
 one_size_batches = st.tuples(
@@ -234,8 +236,8 @@ def test_one_size_batches_take_the_batch_wide_path_and_others_the_loop(make_stor
 
     def taken(encoded: bytes, topic: str = "Orders") -> bool:
         batch = EncodedBatchRequest(topic, 0, encoded, b"CLUSTER\x01c")
-        parts = log._batch_layout(batch)
-        result = log._append_one_size_batch(batch, 1_700_000_000_000, *parts)
+        parts = batch_append._batch_layout(log, batch)
+        result = batch_append._append_one_size_batch(log, batch, 1_700_000_000_000, *parts)
         return result is not None
 
     same = [_element(bytes([i]) * 50, b"UNIQ_KEY\x01" + f"{i:032X}".encode()) for i in range(8)]
@@ -404,10 +406,10 @@ def test_a_plain_single_message_takes_the_short_path(make_store: Any) -> None:
     log = store.commit_log
     plain = PutMessageRequest(topic="Orders", queue_id=1, body=b"x" * 100, properties_bytes=b"UNIQ_KEY\x01AB",
                               born_timestamp=1, born_host=("10.0.0.1", 5000))
-    assert log._append_one(plain, 1_700_000_000_000) is not None
+    assert append_one(log, plain, 1_700_000_000_000) is not None
     assert log.topic_queue_table[("Orders", 1)] == 1
     for odd in (dataclasses.replace(plain, properties_bytes=None), dataclasses.replace(plain, born_host=("::1", 1)),
                 dataclasses.replace(plain, topic="SCHEDULE_TOPIC_XXXX"), dataclasses.replace(plain, body=b"y" * 70_000),
                 dataclasses.replace(plain, topic="T" * 200)):
-        assert log._append_one(odd, 1_700_000_000_000) is None
+        assert append_one(log, odd, 1_700_000_000_000) is None
     assert log.topic_queue_table[("Orders", 1)] == 1  # nothing was stored by the refusals

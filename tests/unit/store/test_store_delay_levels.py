@@ -13,8 +13,8 @@ from rocketflow.protocol.message import Message
 from rocketflow.protocol.names import SCHEDULE_TOPIC
 from rocketflow.protocol.tags import tags_code
 from rocketflow.store import MessageStore, PutMessageRequest, StoreConfig
-from rocketflow.store.commit_log import EncodedBatchRequest
 from rocketflow.store.config import DEFAULT_MESSAGE_DELAY_LEVEL
+from rocketflow.store.put_request import EncodedBatchRequest
 
 NOW = 1_700_000_000_123
 

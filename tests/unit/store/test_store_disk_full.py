@@ -15,8 +15,8 @@ from rocketflow.protocol.codec import decode_records, encode_batch_body
 from rocketflow.protocol.message import Message
 from rocketflow.store import MessageStore, PutMessageStatus
 from rocketflow.store import mapped_file as mapped_file_module
-from rocketflow.store.commit_log import AppendResult, EncodedBatchRequest
 from rocketflow.store.config_file import SubscriptionGroupTable, TopicConfigTable
+from rocketflow.store.put_request import AppendResult, EncodedBatchRequest
 
 
 class FakeFullDisk:

@@ -1,4 +1,4 @@
-"""get_messages statuses and offsets (PROTOCOL.md 4.1), filters, transfer caps, timestamp search."""
+"""get_messages statuses and offsets, filters, transfer caps, timestamp search."""
 
 from __future__ import annotations
 
@@ -230,24 +230,24 @@ def test_big_pulls_scanned_with_numpy_match_the_loop(make_store: Callable[..., M
             part = [item for item in batch if item.queue_id == queue_id]
             if part:
                 assert store.put_messages(part).status.is_ok
-    memory_limit = store._memory_limit
-    scan_with_numpy = _Answering(store._read_queue_vectorized)
-    store._read_queue_vectorized = scan_with_numpy  # type: ignore[method-assign]
+    memory_limit = store.read_service._memory_limit
+    scan_with_numpy = _Answering(store.read_service._read_queue_vectorized)
+    store.read_service._read_queue_vectorized = scan_with_numpy  # type: ignore[method-assign]
     try:
         for queue_id, offset, max_count, tags, max_bytes, limit in itertools.product(
                 (0, 1), range(0, 1500, 83), (128, 201, 400, 1500), ((), ("A",), ("A", "C"), ("Z",)),
                 (None, 9_000), (memory_limit, 0, 40_000)):
             message_filter = TagsCodeFilter(frozenset(tags_code(tag) for tag in tags)) if tags else None
-            store._memory_limit = limit
-            store.vectorized_pull_min = 1
+            store.read_service._memory_limit = limit
+            store.read_service.vectorized_pull_min = 1
             fast = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
-            store.vectorized_pull_min = 10**9
-            store._read_run = _no_run  # type: ignore[method-assign]
+            store.read_service.vectorized_pull_min = 10**9
+            store.read_service._read_run = _no_run  # type: ignore[method-assign]
             loop = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
-            del store._read_run
+            del store.read_service._read_run
             _assert_same_pull(fast, loop)
     finally:
-        store._memory_limit = memory_limit
+        store.read_service._memory_limit = memory_limit
     assert scan_with_numpy.answered > 500     # most of these pulls were answered by the numpy scan
     assert len(store.commit_log.files.files) > 2
 
@@ -330,8 +330,8 @@ def test_small_pulls_answered_without_the_walk_match_it(make_store: Callable[...
         batch = [request(queue_id=queue_id, body=bytes([index % 256]) * rng.choice([10, 90, 700]), TAGS=tag)
                  for _ in range(rng.choice([1, 3, 8, 40]) if queue_id == 0 else 1)]
         assert store.put_messages(batch).status.is_ok
-    memory_limit = store._memory_limit
-    read_run = _Answering(store._read_run)
+    memory_limit = store.read_service._memory_limit
+    read_run = _Answering(store.read_service._read_run)
     # the last unit of each queue too: a long-polled pull woken by one message reads just that one
     last_units = [store.get_max_offset_in_queue("T", queue_id) - back for queue_id in (0, 1) for back in (1, 2)]
     try:
@@ -339,15 +339,15 @@ def test_small_pulls_answered_without_the_walk_match_it(make_store: Callable[...
                 (0, 1), [*range(0, 1600, 37), *last_units], (1, 2, 7, 32, 127), ((), ("A",), ("A", "B"), ("B",)),
                 (None, 1_500), (memory_limit, 0, 20_000)):
             message_filter = TagsCodeFilter(frozenset(tags_code(tag) for tag in tags)) if tags else None
-            store._memory_limit = limit
-            store._read_run = read_run  # type: ignore[method-assign]
+            store.read_service._memory_limit = limit
+            store.read_service._read_run = read_run  # type: ignore[method-assign]
             fast = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
-            store._read_run = _no_run  # type: ignore[method-assign]
+            store.read_service._read_run = _no_run  # type: ignore[method-assign]
             walk = store.get_messages("g", "T", queue_id, offset, max_count, message_filter, max_bytes)
             _assert_same_pull(fast, walk)
     finally:
-        store._memory_limit = memory_limit
-        del store._read_run
+        store.read_service._memory_limit = memory_limit
+        del store.read_service._read_run
     assert read_run.answered > 1000   # many of these pulls were answered without the walk
     assert len(store.commit_log.files.files) > 2
 
@@ -369,7 +369,8 @@ def test_the_walk_free_pull_leaves_damaged_or_blank_units_to_the_walk(make_store
     units = bytearray(found[0].read(found[1], 12 * 20) or b"")
     assert len(units) == 12 * 20
     max_phys = store.commit_log.files.max_offset
-    intact = store._read_run(bytes(units), 0, 32, None, None, queue.min_offset, queue.max_offset, max_phys)
+    intact = store.read_service._read_run(bytes(units), 0, 32, None, None, queue.min_offset, queue.max_offset, max_phys)
     assert intact is not None and intact.message_count < 12  # the byte limit stops it early
     struct.pack_into(">i", units, 9 * 20 + 8, bad_size)      # a unit past the ones it takes
-    assert store._read_run(bytes(units), 0, 32, None, None, queue.min_offset, queue.max_offset, max_phys) is None
+    assert store.read_service._read_run(bytes(units), 0, 32, None, None, queue.min_offset, queue.max_offset,
+                                        max_phys) is None

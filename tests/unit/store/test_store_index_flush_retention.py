@@ -12,7 +12,7 @@ import pytest
 from conftest import request, small_config
 from rocketflow.protocol.codec import decode_record
 from rocketflow.store import FlushDiskType, MessageStore, PutMessageStatus, StoreConfig
-from rocketflow.store.commit_log import AppendResult
+from rocketflow.store.put_request import AppendResult
 
 FOREVER = 2**62
 

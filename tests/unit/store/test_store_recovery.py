@@ -13,8 +13,8 @@ from rocketflow.protocol.codec import decode_records
 from rocketflow.protocol.names import SCHEDULE_TOPIC
 from rocketflow.store import MessageStore, StoreConfig, StoreLockedError
 from rocketflow.store.checkpoint import Checkpoint
-from rocketflow.store.commit_log import PutMessageRequest
 from rocketflow.store.consume_queue import CQ_UNIT_SIZE, UNIT
+from rocketflow.store.put_request import PutMessageRequest
 
 
 def read_all(store: MessageStore, topic: str = "T", queue_id: int = 0) -> list[bytes]:

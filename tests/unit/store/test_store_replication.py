@@ -9,7 +9,7 @@ import pytest
 
 from conftest import request, small_config
 from rocketflow.store import BrokerRole, MessageStore
-from rocketflow.store.commit_log import DispatchBatch
+from rocketflow.store.dispatcher import DispatchBatch
 from rocketflow.store.errors import StoreNotRunningError
 
 

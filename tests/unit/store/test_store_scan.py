@@ -22,7 +22,7 @@ from rocketflow.protocol.names import SCHEDULE_TOPIC
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.protocol.tags import tags_code
 from rocketflow.store import MessageStore, PutMessageRequest
-from rocketflow.store.commit_log import DispatchBatch, schedule_tags_code
+from rocketflow.store.dispatcher import DispatchBatch, schedule_tags_code
 
 SEGMENT = 4096
 

@@ -4,12 +4,16 @@ from __future__ import annotations
 
 import asyncio
 import concurrent.futures
-from typing import Final
+from collections.abc import Awaitable, Callable
+from typing import Final, TypeAlias
 
+from rocketflow.net import RequestContext
 from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.errors import HeaderFieldError
 
+#: A request handler: the response now, or an awaitable of it (None: no response).
+Handler: TypeAlias = Callable[[RequestContext, RemotingCommand], "RemotingCommand | Awaitable[RemotingCommand | None]"]
 #: RocketMQ's FAQ pointer, appended to some remarks as the Java broker does.
 FAQ_SUFFIX: Final = "\nSee http://rocketmq.apache.org/docs/faq/ for further details."
 
@@ -57,4 +61,4 @@ def parse_host(address: str) -> tuple[str, int]:
     return (host, int(port))
 
 
-__all__ = ["FAQ_SUFFIX", "answer_when_written", "check_names", "error", "parse_host"]
+__all__ = ["FAQ_SUFFIX", "Handler", "answer_when_written", "check_names", "error", "parse_host"]

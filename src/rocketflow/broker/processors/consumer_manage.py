@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
+from rocketflow.broker.context import BrokerContext
 from rocketflow.broker.processors.common import check_names, error
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.bodies import ConsumerListBody
@@ -16,9 +15,6 @@ from rocketflow.remoting.headers import (
     UpdateConsumerOffsetRequestHeader,
 )
 
-if TYPE_CHECKING:
-    from rocketflow.broker.controller import BrokerController
-
 QUERY_NOT_FOUND_REMARK = "Not found, V3_0_6_SNAPSHOT maybe this group consumer boot first"
 #: The committed offset RocketMQ clients send for a queue whose offset they do not know yet.
 UNKNOWN_OFFSET = -1
@@ -27,36 +23,36 @@ UNKNOWN_OFFSET = -1
 class ConsumerManageProcessor:
     """Group membership lists and committed offsets."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
 
     def register_to(self, server: RemotingServer) -> None:
         server.register(RequestCode.GET_CONSUMER_LIST_BY_GROUP, self.get_consumer_list)
         server.register(RequestCode.QUERY_CONSUMER_OFFSET, self.query_consumer_offset)
         server.register(RequestCode.UPDATE_CONSUMER_OFFSET, self.update_consumer_offset)
 
-    def get_consumer_list(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def get_consumer_list(self, request_ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = GetConsumerListByGroupRequestHeader.from_command(request)
-        group_info = self.broker.clients.get_consumer_group(header.consumer_group)
+        group_info = self.ctx.clients.get_consumer_group(header.consumer_group)
         client_ids = group_info.all_client_ids() if group_info is not None else []
         if not client_ids:
             return error(request, ResponseCode.SYSTEM_ERROR, f"no consumer for this group, {header.consumer_group}")
         return request.make_response(ResponseCode.SUCCESS, body=ConsumerListBody(client_ids).encode())
 
-    def query_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def query_consumer_offset(self, request_ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = QueryConsumerOffsetRequestHeader.from_command(request)
         check_names(topic=header.topic, group=header.consumer_group, queue_id=header.queue_id)
-        broker = self.broker
-        offset = broker.offsets.query_offset(header.consumer_group, header.topic, header.queue_id)
+        ctx = self.ctx
+        offset = ctx.offsets.query_offset(header.consumer_group, header.topic, header.queue_id)
         if offset < 0:
             # A queue that still starts at 0 is consumed from its beginning by a group's first consumer.
-            min_offset = broker.store.get_min_offset_in_queue(header.topic, header.queue_id)
+            min_offset = ctx.store.get_min_offset_in_queue(header.topic, header.queue_id)
             if min_offset > 0:
                 return error(request, ResponseCode.QUERY_NOT_FOUND, QUERY_NOT_FOUND_REMARK)
             offset = 0
         return request.make_response(ResponseCode.SUCCESS, ext_fields={"offset": str(offset)})
 
-    def update_consumer_offset(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def update_consumer_offset(self, request_ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         """Commit an offset. -1 (RocketMQ clients' "not known yet", sent in their periodic persistence) is
         answered SUCCESS and changes nothing: stored, it would erase the group's progress; below -1 is refused."""
         header = UpdateConsumerOffsetRequestHeader.from_command(request)
@@ -65,7 +61,7 @@ class ConsumerManageProcessor:
         if offset < UNKNOWN_OFFSET:
             raise HeaderFieldError("commitOffset", f"must be >= 0 (or -1: not known, nothing committed), got {offset}")
         if offset != UNKNOWN_OFFSET:
-            self.broker.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, offset)
+            self.ctx.offsets.commit_offset(header.consumer_group, header.topic, header.queue_id, offset)
         return request.make_response(ResponseCode.SUCCESS)
 
 

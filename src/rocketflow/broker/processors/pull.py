@@ -1,10 +1,15 @@
-"""PULL_MESSAGE (11): checks of PROTOCOL.md 2.3, the status mapping of 4.1, and long polling."""
+"""PULL_MESSAGE (11): the pull's checks, the store status mapped to a response code, and long polling.
+
+See docs/design/broker.md#pulling-and-long-polling.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from typing import Final
 
-from rocketflow.broker.message_filter import FilterCompiler
+from rocketflow.broker.context import BrokerContext
+from rocketflow.broker.long_polling import PullRequestHoldService
+from rocketflow.broker.message_filter import FilterCompiler, filter_codes, is_tag_type
 from rocketflow.broker.processors.common import FAQ_SUFFIX, check_names, error
 from rocketflow.filter import FilterSyntaxError
 from rocketflow.net import RemotingServer, RequestContext
@@ -15,17 +20,13 @@ from rocketflow.protocol.tags import SubscriptionParseError, SubscriptionTooLarg
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import PullMessageRequestHeader
-from rocketflow.store.config import BrokerRole
-from rocketflow.store.message_store import GetMessageStatus, MessageFilter, TagsCodeFilter
-
-if TYPE_CHECKING:
-    from rocketflow.broker.controller import BrokerController
+from rocketflow.store import BrokerRole, GetMessageStatus, MessageFilter, TagsCodeFilter
 
 _COMMIT_OFFSET: Final = int(PullSysFlag.COMMIT_OFFSET)
 _SUSPEND: Final = int(PullSysFlag.SUSPEND)
 _SUBSCRIPTION: Final = int(PullSysFlag.SUBSCRIPTION)
 
-#: Store status -> response code (PROTOCOL.md 4.1); the two "no queue" statuses depend on the offset.
+#: Store status -> response code; the two "no queue" statuses depend on the offset.
 _STATUS_CODES: Final = {
     GetMessageStatus.FOUND: ResponseCode.SUCCESS,
     GetMessageStatus.MESSAGE_WAS_REMOVING: ResponseCode.PULL_RETRY_IMMEDIATELY,
@@ -38,52 +39,47 @@ _STATUS_CODES: Final = {
 _NO_QUEUE: Final = (GetMessageStatus.NO_MATCHED_LOGIC_QUEUE, GetMessageStatus.NO_MESSAGE_IN_QUEUE)
 
 
-def is_tag_type(expression_type: str | None) -> bool:
-    return not expression_type or expression_type == "TAG"
-
-
-def filter_codes(subscription: SubscriptionData | None) -> frozenset[int] | None:
-    """The tag codes a pull passes (None = everything), as ExpressionMessageFilter matches the consume queue."""
-    if subscription is None or subscription.class_filter_mode:
-        return None
-    sub_string = subscription.sub_string
-    if not sub_string or sub_string.strip() in ("*", ""):
-        return None
-    return frozenset(subscription.code_set)
-
-
 class PullMessageProcessor:
-    """Reads messages for consumers; suspends pulls that find nothing when they allow it."""
+    """Reads messages for consumers; suspends pulls that find nothing when they allow it (`hold_service`)."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
-        self.filters = FilterCompiler()
+    def __init__(self, ctx: BrokerContext, filters: FilterCompiler) -> None:
+        self.ctx = ctx
+        self.filters = filters
+        config = ctx.config
+        self.hold_service = PullRequestHoldService(
+            self.run_without_suspend,
+            long_polling_enable=config.long_polling_enable,
+            short_polling_time_ms=config.short_polling_time_ms,
+            check_interval_ms=config.long_polling_check_interval_ms if config.long_polling_enable
+            else config.short_polling_time_ms,
+            max_offset=ctx.store.get_max_offset_in_queue,
+        )
 
     def register_to(self, server: RemotingServer) -> None:
         server.register(RequestCode.PULL_MESSAGE, self.process_request)
 
-    def process_request(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
-        return self.process(ctx, request, allow_suspend=True)
+    def process_request(self, request_ctx: RequestContext, request: RemotingCommand) -> RemotingCommand | None:
+        return self.process(request_ctx, request, allow_suspend=True)
 
-    def run_without_suspend(self, ctx: RequestContext, request: RemotingCommand,
+    def run_without_suspend(self, request_ctx: RequestContext, request: RemotingCommand,
                             header: PullMessageRequestHeader | None = None) -> RemotingCommand | None:
         """Re-run a held pull (long polling wake-up or timeout); ``header`` is its request's, parsed and
         checked when it was suspended (every other check runs again)."""
-        return self.process(ctx, request, allow_suspend=False, header=header)
+        return self.process(request_ctx, request, allow_suspend=False, header=header)
 
-    def process(self, ctx: RequestContext, request: RemotingCommand, *, allow_suspend: bool,
+    def process(self, request_ctx: RequestContext, request: RemotingCommand, *, allow_suspend: bool,
                 header: PullMessageRequestHeader | None = None) -> RemotingCommand | None:
-        broker = self.broker
-        config = broker.config
+        ctx = self.ctx
+        config = ctx.config
         if header is None:
             header = PullMessageRequestHeader.from_command(request)
             check_names(group=header.consumer_group)
         if not is_readable(config.broker_permission):
             return error(request, ResponseCode.NO_PERMISSION,
-                         f"the broker[{broker.broker_ip}] pulling message is forbidden")
+                         f"the broker[{ctx.identity.ip}] pulling message is forbidden")
         group = header.consumer_group
         # an auto-created group is stored only once the pull passes its checks
-        group_config = broker.groups.lookup(group)
+        group_config = ctx.groups.lookup(group)
         if group_config is None:
             return error(request, ResponseCode.SUBSCRIPTION_GROUP_NOT_EXIST,
                          f"subscription group [{group}] does not exist, {FAQ_SUFFIX}")
@@ -94,7 +90,7 @@ class PullMessageProcessor:
         has_commit_offset = bool(sys_flag & _COMMIT_OFFSET)
         has_subscription = bool(sys_flag & _SUBSCRIPTION)
         topic = header.topic
-        topic_config = broker.topics.select(topic)
+        topic_config = ctx.topics.select(topic)
         if topic_config is None:
             return error(request, ResponseCode.TOPIC_NOT_EXIST,
                          f"topic[{topic}] not exist, apply first please! {FAQ_SUFFIX}")
@@ -104,7 +100,7 @@ class PullMessageProcessor:
         if queue_id < 0 or queue_id >= topic_config.read_queue_nums:
             return error(request, ResponseCode.SYSTEM_ERROR,
                          f"queueId[{queue_id}] is illegal, topic:[{topic}] topicConfig.readQueueNums:"
-                         f"[{topic_config.read_queue_nums}] consumer:[{ctx.remote_address}]")
+                         f"[{topic_config.read_queue_nums}] consumer:[{request_ctx.remote_address}]")
         subscription: SubscriptionData | None
         if has_subscription and len(header.subscription or "") > config.max_subscription_length:
             return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
@@ -125,7 +121,7 @@ class PullMessageProcessor:
             subscription = SubscriptionData(topic, parsed.sub_string, set(parsed.tags_set), set(parsed.code_set),
                                             header.sub_version, header.expression_type or "TAG")
         else:
-            group_info = broker.clients.get_consumer_group(group)
+            group_info = ctx.clients.get_consumer_group(group)
             if group_info is None:
                 return error(request, ResponseCode.SUBSCRIPTION_NOT_EXIST,
                              f"the consumer's group info not exist{FAQ_SUFFIX}")
@@ -152,8 +148,8 @@ class PullMessageProcessor:
                 return error(request, ResponseCode.SUBSCRIPTION_PARSE_FAILED,
                              f"parse the consumer's {subscription.expression_type} subscription failed: {exc}")
             codes = None  # a held pull wakes on any new message and re-evaluates
-        broker.groups.add_if_absent(group_config)
-        store = broker.store
+        ctx.groups.add_if_absent(group_config)
+        store = ctx.store
         offset = header.queue_offset
         result = store.get_messages(group, topic, queue_id, offset, header.max_msg_nums, message_filter)
         status = result.status
@@ -171,15 +167,15 @@ class PullMessageProcessor:
         else:
             suggest = 0
         if allow_suspend and has_commit_offset and role is not BrokerRole.SLAVE:
-            broker.offsets.commit_offset(group, topic, queue_id, header.commit_offset)
+            ctx.offsets.commit_offset(group, topic, queue_id, header.commit_offset)
         if code == ResponseCode.SUCCESS:
-            broker.stats.get_messages(result.message_count, result.buffer_total_size, group)
+            ctx.stats.get_messages(result.message_count, result.buffer_total_size, group)
             body = result.body()
         else:
             body = b""
             if code == ResponseCode.PULL_NOT_FOUND and allow_suspend and has_suspend:
-                broker.hold_service.suspend(ctx, request, topic, queue_id, offset, codes,
-                                            header.suspend_timeout_millis, header)
+                self.hold_service.suspend(request_ctx, request, topic, queue_id, offset, codes,
+                                          header.suspend_timeout_millis, header)
                 return None
         return request.make_response(code, remark=status.value, ext_fields={
             "suggestWhichBrokerId": str(suggest),
@@ -189,4 +185,4 @@ class PullMessageProcessor:
         }, body=body)
 
 
-__all__ = ["PullMessageProcessor", "filter_codes", "is_tag_type"]
+__all__ = ["PullMessageProcessor"]

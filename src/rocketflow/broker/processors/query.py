@@ -7,9 +7,8 @@ the header names.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
-
 from rocketflow.acl import AccessGrant, Permission, request_grant
+from rocketflow.broker.context import BrokerContext
 from rocketflow.broker.processors.common import error
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.codec import RecordDecodeError, decode_record
@@ -17,23 +16,20 @@ from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import QueryMessageRequestHeader, ViewMessageRequestHeader
 
-if TYPE_CHECKING:
-    from rocketflow.broker.controller import BrokerController
-
 
 class QueryMessageProcessor:
     """Looks messages up by key (index) or by commit-log offset (offset msg id)."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    def __init__(self, ctx: BrokerContext) -> None:
+        self.ctx = ctx
 
     def register_to(self, server: RemotingServer) -> None:
         server.register(RequestCode.QUERY_MESSAGE, self.query_message)
         server.register(RequestCode.VIEW_MESSAGE_BY_ID, self.view_message_by_id)
 
-    def query_message(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def query_message(self, request_ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = QueryMessageRequestHeader.from_command(request)
-        store = self.broker.store
+        store = self.ctx.store
         max_num = header.max_num
         if header.unique_key_query:
             max_num = store.config.default_query_max_num
@@ -44,7 +40,7 @@ class QueryMessageProcessor:
             "indexLastUpdatePhyoffset": str(result.index_last_update_phy_offset),
         }
         buffers = result.buffers
-        grant = request_grant(self.broker.acl_hook, request, ctx.remote_address)
+        grant = request_grant(self.ctx.acl_hook, request, request_ctx.remote_address)
         if grant.checked and buffers:
             refusals = [_refusal(grant, record) for record in buffers]
             allowed = [record for record, refusal in zip(buffers, refusals, strict=True) if refusal is None]
@@ -57,12 +53,12 @@ class QueryMessageProcessor:
                                          ext_fields=fields)
         return request.make_response(ResponseCode.SUCCESS, ext_fields=fields, body=b"".join(buffers))
 
-    def view_message_by_id(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+    def view_message_by_id(self, request_ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         header = ViewMessageRequestHeader.from_command(request)
-        record = self.broker.store.select_one_message_by_offset(header.offset) if header.offset >= 0 else None
+        record = self.ctx.store.select_one_message_by_offset(header.offset) if header.offset >= 0 else None
         if record is None:
             return error(request, ResponseCode.SYSTEM_ERROR, f"can not find message by the offset, {header.offset}")
-        grant = request_grant(self.broker.acl_hook, request, ctx.remote_address)
+        grant = request_grant(self.ctx.acl_hook, request, request_ctx.remote_address)
         if grant.checked:
             refusal = _refusal(grant, record)
             if refusal is not None:

@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import TYPE_CHECKING
 
+from rocketflow.broker.context import BrokerContext
+from rocketflow.broker.message_put import MessagePut
 from rocketflow.broker.processors.common import error, parse_host
-from rocketflow.broker.processors.send import sys_flag_error
+from rocketflow.broker.processors.send_rules import check_send, pick_queue, sys_flag_error
 from rocketflow.net import RemotingServer, RequestContext
 from rocketflow.protocol.message import MessageConst
 from rocketflow.protocol.properties import InvalidPropertyError, decode_properties, encode_properties
@@ -21,34 +22,32 @@ from rocketflow.protocol.sysflag import transaction_value
 from rocketflow.remoting.codes import LanguageCode, RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import ReplyMessageRequestHeader, SendMessageRequestHeader, decode_send_header
-from rocketflow.store.commit_log import PutMessageRequest
+from rocketflow.store import PutMessageRequest
 
-if TYPE_CHECKING:
-    from rocketflow.broker.controller import BrokerController
-
-logger = logging.getLogger("rocketflow.broker.reply")
+logger = logging.getLogger(__name__)
 
 
 class ReplyMessageProcessor:
     """Pushes replies to their requesters and stores them."""
 
-    def __init__(self, broker: BrokerController) -> None:
-        self.broker = broker
+    def __init__(self, ctx: BrokerContext, put_path: MessagePut) -> None:
+        self.ctx = ctx
+        self.put_path = put_path
 
     def register_to(self, server: RemotingServer) -> None:
         for code in (RequestCode.SEND_REPLY_MESSAGE, RequestCode.SEND_REPLY_MESSAGE_V2):
             server.register(code, self.process)
 
-    async def process(self, ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
-        broker = self.broker
+    async def process(self, request_ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
+        ctx = self.ctx
         header = decode_send_header(request)
-        checked = broker.send_processor.check_send(ctx, request, header)
+        checked = check_send(ctx, request_ctx, request, header)
         if isinstance(checked, RemotingCommand):
             return checked
         body = request.body
-        if len(body) > broker.config.max_message_size:
+        if len(body) > ctx.config.max_message_size:
             return error(request, ResponseCode.MESSAGE_ILLEGAL,
-                         f"the reply body size {len(body)} exceeds the maximum {broker.config.max_message_size}")
+                         f"the reply body size {len(body)} exceeds the maximum {ctx.config.max_message_size}")
         wrong = sys_flag_error(header.sys_flag, (body,))
         if wrong is not None:
             return error(request, ResponseCode.MESSAGE_ILLEGAL, wrong)
@@ -56,26 +55,25 @@ class ReplyMessageProcessor:
             properties = decode_properties(header.properties) if header.properties else {}
         except InvalidPropertyError as exc:
             return error(request, ResponseCode.MESSAGE_ILLEGAL, f"bad reply properties: {exc}")
-        queue_id = header.queue_id if header.queue_id >= 0 else broker.send_processor.pick_queue(
-            -1, checked.write_queue_nums)
+        queue_id = pick_queue(header.queue_id, checked.write_queue_nums)
         push_properties = dict(properties)
         put: PutMessageRequest | None = None
-        if broker.config.store_reply_message_enable:
+        if ctx.config.store_reply_message_enable:
             properties.pop(MessageConst.WAIT_STORE_MSG_OK, None)
-            built = broker.send_processor.build_put_request(
+            built = self.put_path.build(
                 request, header.topic, queue_id, body, properties, header.flag, header.sys_flag, header.born_timestamp,
-                parse_host(ctx.remote_address), header.reconsume_times or 0, transaction_value(header.sys_flag), False)
+                parse_host(request_ctx.remote_address), header.reconsume_times or 0,
+                transaction_value(header.sys_flag), False)
             if isinstance(built, RemotingCommand):
                 return built
             put = built
-        pushed, remark = await self._push(ctx, header, body, push_properties)
+        pushed, remark = await self._push(request_ctx, header, body, push_properties)
         fields = {"msgId": "0", "queueId": str(queue_id), "queueOffset": "0",
-                  "MSG_REGION": broker.config.region_id, "TRACE_ON": "true" if broker.config.trace_on else "false"}
+                  "MSG_REGION": ctx.config.region_id, "TRACE_ON": "true" if ctx.config.trace_on else "false"}
         if put is not None:
-            broker.topics.add_if_absent(checked)
-            result = broker.store.put_message(put)
+            ctx.topics.add_if_absent(checked)
+            result = self.put_path.put_now(put)
             if result.status.is_ok:
-                broker.stats.put_messages(result.message_count, result.wrote_bytes)
                 fields.update(msgId=result.msg_id, queueOffset=str(result.queue_offset))
             else:
                 logger.warning("storing a reply to %s failed: %s %s", header.topic, result.status.value, result.error)
@@ -83,13 +81,13 @@ class ReplyMessageProcessor:
             return error(request, ResponseCode.SYSTEM_ERROR, remark)
         return request.make_response(ResponseCode.SUCCESS, ext_fields=fields)
 
-    async def _push(self, ctx: RequestContext, header: SendMessageRequestHeader, body: bytes,
+    async def _push(self, request_ctx: RequestContext, header: SendMessageRequestHeader, body: bytes,
                     properties: dict[str, str]) -> tuple[bool, str]:
-        broker = self.broker
+        ctx = self.ctx
         requester = properties.get(MessageConst.REPLY_TO_CLIENT)
         if not requester:
             return False, f"reply message properties[{MessageConst.REPLY_TO_CLIENT}] is null"
-        channel = broker.clients.find_producer_channel(requester)
+        channel = ctx.clients.find_producer_channel(requester)
         if channel is None:
             return False, f"push reply message fail, channel of <{requester}> not found."
         now = time.time_ns() // 1_000_000
@@ -99,12 +97,13 @@ class ReplyMessageProcessor:
             default_topic_queue_nums=header.default_topic_queue_nums, queue_id=header.queue_id,
             sys_flag=header.sys_flag, born_timestamp=header.born_timestamp, flag=header.flag,
             properties=encode_properties(properties), reconsume_times=header.reconsume_times,
-            unit_mode=header.unit_mode, born_host=f"/{ctx.remote_address}", store_host=f"/{broker.address}",
+            unit_mode=header.unit_mode, born_host=f"/{request_ctx.remote_address}",
+            store_host=f"/{ctx.identity.address}",
             store_timestamp=now)
         request = RemotingCommand.request(RequestCode.PUSH_REPLY_MESSAGE_TO_CLIENT, push.to_ext_fields(), body,
                                           language=LanguageCode.JAVA)
         try:
-            response = await channel.invoke(request, broker.config.client_call_timeout_ms / 1000)
+            response = await channel.invoke(request, ctx.config.client_call_timeout_ms / 1000)
         except Exception as exc:
             logger.warning("pushing a reply to %s failed: %s", requester, exc)
             return False, f"push reply message to {requester} fail."

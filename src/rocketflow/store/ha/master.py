@@ -19,7 +19,7 @@ import time
 from rocketflow.store.ha.protocol import HAProtocolError, OffsetReportReader, encode_transfer_header
 from rocketflow.store.message_store import MessageStore
 
-log = logging.getLogger("rocketflow.store.ha")
+log = logging.getLogger(__name__)
 
 _READ_SIZE = 64 * 1024
 

@@ -16,11 +16,13 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass
 
+from rocketflow.errors import RocketflowError
+
 OFFSET_REPORT = struct.Struct(">q")
 TRANSFER_HEADER = struct.Struct(">qi")
 
 
-class HAProtocolError(ValueError):
+class HAProtocolError(RocketflowError, ValueError):
     """Bytes that cannot be a replication stream (the connection is closed)."""
 
 

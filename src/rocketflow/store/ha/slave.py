@@ -17,7 +17,7 @@ from rocketflow.store.errors import StoreNotRunningError
 from rocketflow.store.ha.protocol import HAProtocolError, TransferReader, encode_offset_report
 from rocketflow.store.message_store import MessageStore
 
-log = logging.getLogger("rocketflow.store.ha")
+log = logging.getLogger(__name__)
 
 _READ_SIZE = 256 * 1024
 #: a slave takes transfers up to this size whatever the master's batch size (RocketMQ's read buffer)

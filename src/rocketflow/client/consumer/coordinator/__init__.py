@@ -1,0 +1,1 @@
+"""Which queues a consumer holds: rebalance, broker queue locks and where a new queue starts."""

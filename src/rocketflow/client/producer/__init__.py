@@ -1,0 +1,1 @@
+"""Producing: `Producer`, `TransactionProducer` and request-reply (public names are exported by `rocketflow.client`)."""
