@@ -41,12 +41,12 @@ def group_list(cluster: str | None, broker_addr: str | None, namesrv: str, json_
         print_json([_group_json(config) for config in groups])
         return
     table = new_table(f"Subscription groups ({len(groups)})", "Group", "Consume", "Broadcast", "From min",
-                   "Retry queues", "Retry max", "Broker id", "Slow broker")
+                   "Retry queues", "Retry max", "Broker id", "Slow broker", "FIFO")
     for config in groups:
         table.add_row(config.group_name, str(config.consume_enable).lower(),
                       str(config.consume_broadcast_enable).lower(), str(config.consume_from_min_enable).lower(),
                       str(config.retry_queue_nums), str(config.retry_max_times), str(config.broker_id),
-                      str(config.which_broker_when_consume_slowly))
+                      str(config.which_broker_when_consume_slowly), str(config.consume_message_orderly).lower())
     wide_console().print(table)
 
 
@@ -63,18 +63,21 @@ def group_list(cluster: str | None, broker_addr: str | None, namesrv: str, json_
               help="The broker id consumers pull from.")
 @click.option("--which-broker-when-consume-slowly", default=1, show_default=True, type=click.IntRange(0))
 @click.option("--notify-consumer-ids-changed/--no-notify-consumer-ids-changed", default=True, show_default=True)
+@click.option("--fifo", is_flag=True,
+              help="A FIFO group (consumeMessageOrderly): RocketMQ 5.x clients get each message group in order.")
 @common_options
 def group_create(group: str, cluster: str | None, broker_addr: str | None, retry_max_times: int,
                  retry_queue_nums: int, consume_enable: bool, consume_broadcast_enable: bool,
                  consume_from_min_enable: bool, broker_id: int, which_broker_when_consume_slowly: int,
-                 notify_consumer_ids_changed: bool, namesrv: str, json_output: bool, timeout: float) -> None:
+                 notify_consumer_ids_changed: bool, fifo: bool, namesrv: str, json_output: bool,
+                 timeout: float) -> None:
     """Create (or overwrite) subscription group GROUP."""
     config = SubscriptionGroupConfig(
         group, consume_enable=consume_enable, consume_from_min_enable=consume_from_min_enable,
         consume_broadcast_enable=consume_broadcast_enable, retry_queue_nums=retry_queue_nums,
         retry_max_times=retry_max_times, broker_id=broker_id,
         which_broker_when_consume_slowly=which_broker_when_consume_slowly,
-        notify_consumer_ids_changed_enable=notify_consumer_ids_changed)
+        notify_consumer_ids_changed_enable=notify_consumer_ids_changed, consume_message_orderly=fifo)
     with admin_session(namesrv, timeout) as session:
         addrs = session.create_group(config, cluster=cluster, broker_addr=broker_addr)
     if json_output:

@@ -16,7 +16,14 @@ from rocketflow.cli.admin.options import (
 )
 from rocketflow.cli.admin.root import admin
 from rocketflow.cli.params import TOPIC
-from rocketflow.client.admin import DEFAULT_PERM, DEFAULT_QUEUE_NUMS, QueueLayoutWarning, format_timestamp, topic_kind
+from rocketflow.client.admin import (
+    DEFAULT_PERM,
+    DEFAULT_QUEUE_NUMS,
+    MESSAGE_TYPES,
+    QueueLayoutWarning,
+    format_timestamp,
+    topic_kind,
+)
 from rocketflow.protocol.names import perm_to_string
 
 
@@ -57,13 +64,18 @@ def _print_targets(action: str, topic: str, addrs: list[str], json_output: bool)
 @click.option("--perm", default=DEFAULT_PERM, show_default=True, type=click.IntRange(0, 15),
               help="Permission bits: 2 write, 4 read, 6 both.")
 @click.option("--order", is_flag=True, help="An ordered topic (also recorded in the name servers' KV config).")
+@click.option("--message-type", type=click.Choice(MESSAGE_TYPES, case_sensitive=False), default=None,
+              help="The one kind of message RocketMQ 5.x clients may send (the topic's message.type attribute) "
+                   "[default: any].")
 @common_options
 def topic_create(topic: str, cluster: str | None, broker_addr: str | None, read_queues: int, write_queues: int,
-                 perm: int, order: bool, namesrv: str, json_output: bool, timeout: float) -> None:
+                 perm: int, order: bool, message_type: str | None, namesrv: str, json_output: bool,
+                 timeout: float) -> None:
     """Create (or overwrite) TOPIC on a cluster's masters or one broker."""
     with admin_session(namesrv, timeout) as session, echo_warnings(QueueLayoutWarning):
         addrs = session.create_topic(topic, cluster=cluster, broker_addr=broker_addr, read_queue_nums=read_queues,
-                                     write_queue_nums=write_queues, perm=perm, order=order)
+                                     write_queue_nums=write_queues, perm=perm, order=order,
+                                     message_type=message_type)
     _print_targets("created", topic, addrs, json_output)
 
 
@@ -103,8 +115,10 @@ def topic_route(topic: str, namesrv: str, json_output: bool, timeout: float) -> 
     """TOPIC's route: brokers and their queues."""
     with admin_session(namesrv, timeout) as session:
         route = session.topic_route(topic)
+        configs = session.topic_configs(topic)
+    types = sorted({config.attributes.get("message.type", "any") for config in configs.values()})
     if json_output:
-        print_json(route.to_json_dict())
+        print_json({**route.to_json_dict(), "messageType": ",".join(types)})
         return
     brokers = new_table(f"Brokers of {topic}", "Cluster", "Broker", "Id", "Address")
     for broker in sorted(route.broker_datas, key=lambda item: item.broker_name):
@@ -119,6 +133,8 @@ def topic_route(topic: str, namesrv: str, json_output: bool, timeout: float) -> 
     console.print(queues)
     if route.order_topic_conf:
         console.print(f"order conf: {route.order_topic_conf}")
+    if types:
+        console.print(f"message type (5.x clients): {', '.join(types)}")
 
 
 @topic_group.command("stats")
