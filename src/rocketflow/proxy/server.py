@@ -3,7 +3,7 @@
 TLS: with the broker's TLS certificate set (``tls_server_cert_path``) and its mode not ``disabled`` the
 endpoint speaks TLS only (gRPC cannot offer both on one port, as the remoting port's permissive mode
 does); client certificates as ``tls_server_need_client_auth`` says. ACL: when the broker's ACL is on,
-each call is checked through its ``authorization`` header (see `rocketflow.proxy.service`).
+each call is checked through its ``authorization`` header (see `rocketflow.proxy.rpc_base`).
 """
 
 from __future__ import annotations
