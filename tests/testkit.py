@@ -6,8 +6,8 @@ import time
 from collections.abc import Callable
 
 
-def wait_until(predicate: Callable[[], object], timeout: float = 30.0, interval: float = 0.05,
-               what: str = "condition") -> None:
+def wait_until(predicate: Callable[[], object], timeout: float = 30.0, what: str = "condition", *,
+               interval: float = 0.05) -> None:
     """Return once ``predicate()`` is true; `AssertionError` naming ``what`` after ``timeout`` seconds."""
     deadline = time.monotonic() + timeout
     while not predicate():

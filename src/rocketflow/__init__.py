@@ -26,6 +26,7 @@ _EXPORTS: dict[str, str] = {
         "Producer",
         "PullConsumer",
         "PushConsumer",
+        "SimpleConsumer",
         "TransactionProducer",
     ), "rocketflow.client"),
     **dict.fromkeys(("ConsumeFromWhere", "MessageModel"), "rocketflow.protocol.bodies"),
@@ -46,6 +47,7 @@ if TYPE_CHECKING:
         Producer,
         PullConsumer,
         PushConsumer,
+        SimpleConsumer,
         TransactionProducer,
     )
     from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
@@ -83,6 +85,7 @@ __all__ = [
     "Producer",
     "PullConsumer",
     "PushConsumer",
+    "SimpleConsumer",
     "TransactionProducer",
     "__version__",
 ]

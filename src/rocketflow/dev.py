@@ -37,6 +37,16 @@ TEMP_STORE_PREFIX = "rocketflow-dev-"
 TEMP_STORE_OWNER_FILE = "rocketflow-dev.owner"
 
 
+def new_broker(config: BrokerConfig) -> BrokerController:
+    """A broker for ``config``, with the gRPC endpoint for RocketMQ 5.x clients when ``grpc_port`` is set
+    (`rocketflow.proxy`, loaded only then: it needs the ``grpc`` extra)."""
+    if config.grpc_port is None:
+        return BrokerController(config)
+    from rocketflow.proxy import grpc_endpoint
+
+    return BrokerController(config, grpc_endpoint=grpc_endpoint)
+
+
 def _pid_namespace() -> str:
     """This process's pid namespace (Linux): a pid means nothing to a process in another one, such as
     a container sharing the temporary directory; "-" where it cannot be told."""
@@ -193,7 +203,7 @@ class DevCluster:
         }
         settings.update(self.broker_settings)
         try:
-            broker = BrokerController(build_broker_config(settings))
+            broker = new_broker(build_broker_config(settings))
             await broker.start()
         except BaseException:
             await namesrv.stop()
@@ -203,7 +213,7 @@ class DevCluster:
         self.broker = broker
         try:
             for broker_id in range(1, self.slave_count + 1):
-                slave_settings = {**settings, "listen_port": 0, "broker_id": broker_id,
+                slave_settings = {**settings, "listen_port": 0, "broker_id": broker_id, "grpc_port": None,
                                   "store.broker_role": BrokerRole.SLAVE,
                                   "store.store_root": self._store_dir / f"slave-{broker_id}"}
                 slave = BrokerController(build_broker_config(slave_settings))
@@ -294,4 +304,5 @@ class DevCluster:
         self.close()
 
 
-__all__ = ["TEMP_STORE_OWNER_FILE", "TEMP_STORE_PREFIX", "DevCluster", "mark_temp_store", "sweep_stale_temp_stores"]
+__all__ = ["TEMP_STORE_OWNER_FILE", "TEMP_STORE_PREFIX", "DevCluster", "mark_temp_store", "new_broker",
+           "sweep_stale_temp_stores"]

@@ -53,7 +53,7 @@ def store_dir(cluster: DevCluster) -> Path:
     return cluster.store_dir
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def traffic(cluster: DevCluster) -> Iterator[Traffic]:
     producer = Producer("console-order-service", namesrv_addr=cluster.namesrv_addr, enable_msg_trace=True)
     producer.start()

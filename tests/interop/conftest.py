@@ -37,6 +37,9 @@ CLIENTS_DIR = Path(__file__).resolve().parent / "clients"
 
 ALI_ONS_VERSION = "3.12.0"
 ROCKETMQ_CPP_VERSION = "0.4.4"
+#: Apache's official RocketMQ 5.x clients (gRPC): PyPI rocketmq-python-client and npm rocketmq-client-nodejs
+PY5_CLIENT_VERSION = "5.1.2"
+NODE5_CLIENT_VERSION = "1.0.8"
 INSTALL_TIMEOUT = 600.0
 PROBE_TAGS = "rf-probe"
 
@@ -149,6 +152,67 @@ def cpp_client_install() -> CppClientInstall:
             _run_install_step([str(python), "-c", "import rocketmq.client"], "a loadable librocketmq.so")
             marker.touch()
     return CppClientInstall(python=python)
+
+
+@dataclass(frozen=True)
+class Clients5Install:
+    """The official 5.x clients: a venv whose ``python`` imports ``rocketmq`` (rocketmq-python-client), and
+    ``node_modules`` holding ``rocketmq-client-nodejs``."""
+
+    python: Path
+    node: str
+    node_modules: Path
+
+
+def _installed_npm_version(node_modules: Path, package: str) -> str | None:
+    try:
+        return str(json.loads((node_modules / package / "package.json").read_text())["version"])
+    except (OSError, ValueError, KeyError):
+        return None
+
+
+@pytest.fixture(scope="session")
+def clients5_install() -> Clients5Install:
+    """PyPI ``rocketmq-python-client`` (venv ``.interop/venv-py5``) and npm ``rocketmq-client-nodejs``
+    (``.interop/node5``), installed once from the registries."""
+    node = shutil.which("node")
+    npm = shutil.which("npm")
+    if node is None or npm is None:
+        pytest.fail("the 5.x Node.js client tests need node and npm on PATH", pytrace=False)
+    venv_dir = CACHE_DIR / "venv-py5"
+    python = venv_dir / "bin" / "python"
+    py_marker = venv_dir / f".installed-rocketmq-python-client-{PY5_CLIENT_VERSION}"
+    node_dir = CACHE_DIR / "node5"
+    node_modules = node_dir / "node_modules"
+    node_marker = node_dir / f".installed-rocketmq-client-nodejs-{NODE5_CLIENT_VERSION}"
+    with _cache_lock():
+        if not (py_marker.exists() and python.exists()):
+            shutil.rmtree(venv_dir, ignore_errors=True)
+            _run_install_step([sys.executable, "-m", "venv", str(venv_dir)], "a venv for the 5.x Python client")
+            _run_install_step(
+                [str(python), "-m", "pip", "install", "--quiet", "--disable-pip-version-check",
+                 f"rocketmq-python-client=={PY5_CLIENT_VERSION}"],
+                f"PyPI rocketmq-python-client=={PY5_CLIENT_VERSION}",
+            )
+            _run_install_step([str(python), "-c", "import rocketmq"], "an importable rocketmq-python-client")
+            py_marker.touch()
+        if not (node_marker.exists()
+                and _installed_npm_version(node_modules, "rocketmq-client-nodejs") == NODE5_CLIENT_VERSION):
+            shutil.rmtree(node_dir, ignore_errors=True)
+            node_dir.mkdir(parents=True)
+            (node_dir / "package.json").write_text('{"name": "rocketflow-interop-clients5", "private": true}\n')
+            _run_install_step(
+                [npm, "install", "--no-audit", "--no-fund", "--loglevel=error",
+                 f"rocketmq-client-nodejs@{NODE5_CLIENT_VERSION}"],
+                f"npm rocketmq-client-nodejs@{NODE5_CLIENT_VERSION}",
+                cwd=node_dir,
+            )
+            found = _installed_npm_version(node_modules, "rocketmq-client-nodejs")
+            if found != NODE5_CLIENT_VERSION:
+                pytest.fail(f"npm installed rocketmq-client-nodejs {found!r}, expected {NODE5_CLIENT_VERSION}",
+                            pytrace=False)
+            node_marker.touch()
+    return Clients5Install(python=python, node=node, node_modules=node_modules)
 
 
 # ============================================================================ client processes
@@ -279,10 +343,12 @@ class ClientProcess:
 class ClientRunner:
     """Starts client scripts (each in its own directory, which is also its HOME) and stops them all."""
 
-    def __init__(self, base_dir: Path, alions: AliOnsInstall, cpp: CppClientInstall) -> None:
+    def __init__(self, base_dir: Path, alions: AliOnsInstall | None, cpp: CppClientInstall | None,
+                 clients5: Clients5Install | None = None) -> None:
         self.base_dir = base_dir
         self.alions = alions
         self.cpp = cpp
+        self.clients5 = clients5
         self.processes: list[ClientProcess] = []
         self.changed = threading.Condition()
 
@@ -302,11 +368,27 @@ class ClientRunner:
         return process
 
     def _node(self, name: str, script: str, args: list[str]) -> ClientProcess:
+        assert self.alions is not None
         argv = [self.alions.node, str(CLIENTS_DIR / script), *args]
         return self._start(name, argv, {"NODE_PATH": str(self.alions.node_modules)})
 
     def _cpp(self, name: str, script: str, args: list[str]) -> ClientProcess:
+        assert self.cpp is not None
         return self._start(name, [str(self.cpp.python), str(CLIENTS_DIR / script), *args])
+
+    def py5(self, name: str, role: str, endpoint: str, topic: str, *args: str) -> ClientProcess:
+        """The official 5.x Python client (``clients/py5_client.py``) in a role: produce, simple or push."""
+        assert self.clients5 is not None
+        argv = [str(self.clients5.python), str(CLIENTS_DIR / "py5_client.py"), role, "--endpoint", endpoint,
+                "--topic", topic, *args]
+        return self._start(name, argv)
+
+    def node5(self, name: str, role: str, endpoint: str, topic: str, *args: str) -> ClientProcess:
+        """The official 5.x Node.js client (``clients/node5_client.js``) in a role."""
+        assert self.clients5 is not None
+        argv = [self.clients5.node, str(CLIENTS_DIR / "node5_client.js"), role, "--endpoint", endpoint,
+                "--topic", topic, *args]
+        return self._start(name, argv, {"NODE_PATH": str(self.clients5.node_modules)})
 
     def alions_producer(self, name: str, namesrv: str, topic: str, group: str, messages: Path, *,
                         probe: bool = False) -> ClientProcess:
@@ -375,6 +457,16 @@ class ClientRunner:
 
     def describe(self) -> str:
         return "\n".join(process.describe() for process in self.processes)
+
+
+@pytest.fixture
+def clients5(tmp_path: Path, clients5_install: Clients5Install) -> Iterator[ClientRunner]:
+    """Starts official 5.x client processes for one test; whatever is still running at the end is stopped."""
+    runner = ClientRunner(tmp_path / "clients5", None, None, clients5_install)
+    try:
+        yield runner
+    finally:
+        runner.stop_all()
 
 
 @pytest.fixture
@@ -486,3 +578,91 @@ def dev_cluster(tmp_path: Path, request: pytest.FixtureRequest) -> Iterator[DevC
     if cluster is not None and code != 0:
         pytest.fail(f"rocketflow dev did not stop cleanly on SIGTERM (exit {code}); log tail:\n{cluster.log_tail()}",
                     pytrace=False)
+
+
+# ============================================================================ rocketflow dev with restarts
+
+GRPC_LINE = re.compile(r"grpc endpoint for 5\.x clients listening on (\S+)")
+
+
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class DevServer:
+    """``rocketflow dev`` on fixed free ports and one store directory, so it can be killed (SIGKILL) and
+    started again where clients expect it; `namesrv`, `broker` and `grpc` are its addresses."""
+
+    def __init__(self, work_dir: Path, *extra_args: str) -> None:
+        self.work_dir = work_dir
+        self.store_dir = work_dir / "store"
+        self.ports = {name: free_port() for name in ("namesrv", "broker", "grpc")}
+        self.extra_args = list(extra_args)
+        self.process: subprocess.Popen[bytes] | None = None
+        self.starts = 0
+        self.namesrv = f"127.0.0.1:{self.ports['namesrv']}"
+        self.broker = f"127.0.0.1:{self.ports['broker']}"
+        self.grpc = f"127.0.0.1:{self.ports['grpc']}"
+
+    @property
+    def log_path(self) -> Path:
+        return self.work_dir / f"rocketflow-dev-{self.starts}.log"
+
+    def start(self) -> None:
+        self.starts += 1
+        argv = [*rocketflow_command(), "dev", "--namesrv-port", str(self.ports["namesrv"]),
+                "--broker-port", str(self.ports["broker"]), "--grpc-port", str(self.ports["grpc"]),
+                "--store-dir", str(self.store_dir), *self.extra_args]
+        log = open(self.log_path, "wb")  # noqa: SIM115 (the child holds it)
+        self.process = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+                                        cwd=self.work_dir)
+        log.close()
+        deadline = time.monotonic() + DEV_START_TIMEOUT
+        while time.monotonic() < deadline:
+            text = _tail(self.log_path, 20_000)
+            if GRPC_LINE.search(text):
+                return
+            if self.process.poll() is not None:
+                break
+            time.sleep(0.1)
+        pytest.fail(f"`{' '.join(argv)}` did not start its gRPC endpoint:\n{_tail(self.log_path)}", pytrace=False)
+
+    def kill9(self) -> None:
+        assert self.process is not None
+        os.kill(self.process.pid, signal.SIGKILL)
+        self.process.wait(10)
+
+    def stop(self) -> int | None:
+        process = self.process
+        if process is None or process.poll() is not None:
+            return None if process is None else process.returncode
+        os.kill(process.pid, signal.SIGTERM)
+        try:
+            return process.wait(DEV_STOP_TIMEOUT)
+        except subprocess.TimeoutExpired:
+            os.kill(process.pid, signal.SIGKILL)
+            process.wait(5.0)
+            return None
+
+    def problems(self) -> list[str]:
+        return _problem_lines(sorted(self.work_dir.glob("rocketflow-dev-*.log")), limit=30)
+
+
+@pytest.fixture
+def dev5(tmp_path: Path) -> Iterator[DevServer]:
+    """``rocketflow dev`` with its gRPC endpoint, short transaction check-backs and long polling for tests."""
+    server = DevServer(tmp_path, "--set", "transactionCheckInterval=1000", "--set", "transactionTimeOut=1000",
+                       "--set", "grpc_long_polling_timeout_ms=3000", "--set", "grpc_consumer_backoff=1s 1s 2s")
+    server.start()
+    try:
+        yield server
+    finally:
+        code = server.stop()
+        for line in server.problems():
+            print(f"rocketflow dev: {line}")
+    if code not in (0, None):
+        pytest.fail(f"rocketflow dev did not stop cleanly (exit {code}):\n{_tail(server.log_path)}", pytrace=False)

@@ -162,6 +162,7 @@ EXPECTED_WIRE: list[tuple[str, dict[str, bool]]] = [
             "topicFilterType": True,
             "topicSysFlag": False,
             "order": True,
+            "attributes": False,  # RocketMQ 5's topic attributes ("+message.type=FIFO")
         },
     ),
     ("DeleteTopicRequestHeader", {"topic": True}),

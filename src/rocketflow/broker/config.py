@@ -169,10 +169,33 @@ class BrokerConfig:
     max_queues_per_request: int = 4096
     #: lines of one UPDATE_BROKER_CONFIG body
     max_config_lines: int = 1024
+    # The gRPC endpoint for RocketMQ 5.x clients (rocketflow.proxy, docs/grpc.md; needs the `grpc` extra)
+    #: its port (RocketMQ's proxy: ``grpcServerPort``, 8081); None = no endpoint, 0 = a free port
+    grpc_port: int | None = None
+    #: the shortest invisible time a receive may ask for (RocketMQ's proxy refuses under 10 s)
+    grpc_min_invisible_time_ms: int = 1000
+    grpc_max_invisible_time_ms: int = 12 * 3600 * 1000
+    #: invisible time of messages a push consumer receives (it asks for none: it acks or changes them)
+    grpc_default_invisible_time_ms: int = 60_000
+    #: long polling time of a receive that names none, and what push consumers are told to use
+    grpc_long_polling_timeout_ms: int = 20_000
+    #: largest batch a receive may ask for
+    grpc_max_receive_batch: int = 1024
+    #: the furthest delivery time a DELAY message may name
+    grpc_max_delay_ms: int = 3 * 24 * 3600 * 1000
+    #: the backoff consumers are told to wait between attempts (the nth failure waits the nth step)
+    grpc_consumer_backoff: str = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
+    #: how often the pop state's log is fsynced (a power loss may redeliver what was acked since)
+    pop_flush_interval_ms: int = 200
 
     def __post_init__(self) -> None:
         if not 0 <= self.listen_port <= 65535:
             raise BrokerConfigError(f"listen_port must be in 0..65535, got {self.listen_port}")
+        if self.grpc_port is not None and not 0 <= self.grpc_port <= 65535:
+            raise BrokerConfigError(f"grpc_port must be in 0..65535, got {self.grpc_port}")
+        if not 0 < self.grpc_min_invisible_time_ms <= self.grpc_max_invisible_time_ms:
+            raise BrokerConfigError("grpc_min_invisible_time_ms must be positive and at most "
+                                    "grpc_max_invisible_time_ms")
         if not 0 <= self.metrics_port <= 65535:
             raise BrokerConfigError(f"metrics_port must be in 0..65535 (0 = off), got {self.metrics_port}")
         if self.default_topic_queue_nums <= 0:
@@ -284,6 +307,7 @@ _ALIASES: Final[Mapping[str, tuple[str, str]]] = {
     "rocketmq.broker.rebalance.lockMaxLiveTime": ("broker", "rebalance_lock_max_live_time_ms"),
     "transactionTimeOut": ("broker", "transaction_timeout_ms"),
     "transactionCheckInterval": ("broker", "transaction_check_interval_ms"),
+    "grpcServerPort": ("broker", "grpc_port"),
     "storePathRootDir": ("store", "store_root"),
     "mappedFileSizeCommitLog": ("store", "commit_log_segment_size"),
     "flushIntervalCommitLog": ("store", "flush_interval_commit_log_ms"),

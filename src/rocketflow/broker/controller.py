@@ -14,10 +14,11 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from types import TracebackType
+from typing import Protocol
 
 from rocketflow.acl import AclClientHook, AclRequestHook, PlainAclFile, PlainAclValidator, SessionCredentials
-from rocketflow.broker.config import BrokerConfig
-from rocketflow.broker.context import BrokerParts
+from rocketflow.broker.config import BrokerConfig, BrokerConfigError
+from rocketflow.broker.context import BrokerContext, BrokerParts
 from rocketflow.broker.long_polling import PullRequestHoldService
 from rocketflow.broker.message_filter import FilterCompiler
 from rocketflow.broker.message_put import MessagePut
@@ -36,7 +37,7 @@ from rocketflow.broker.replication import BrokerReplication
 from rocketflow.broker.schedule_message_service import ScheduleMessageService
 from rocketflow.broker.slave_synchronize import SlaveSynchronize
 from rocketflow.broker.transaction import TransactionalMessageService
-from rocketflow.net import Channel, RemotingServer
+from rocketflow.net import Channel, Processor, RemotingServer
 from rocketflow.protocol.bodies import TopicConfigSerializeWrapper
 from rocketflow.protocol.names import is_readable, is_writeable
 from rocketflow.remoting.command import ROCKETMQ_VERSION
@@ -51,11 +52,35 @@ logger = logging.getLogger(__name__)
 BROKER_VERSION_DESC = "V4_9_3"
 
 
+class BrokerEndpoint(Protocol):
+    """A server run beside the broker's remoting server, on its parts: the gRPC endpoint for RocketMQ 5.x
+    clients (`rocketflow.proxy.GrpcServer`). Started once the broker serves, stopped first."""
+
+    @property
+    def address(self) -> str: ...
+
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+    def stats(self) -> dict[str, str]:
+        """Rows added to GET_BROKER_RUNTIME_INFO."""
+
+
+#: Makes the gRPC endpoint of a broker from its parts, the lookup of its processors by request code, and
+#: the host and port to listen on: `rocketflow.proxy.grpc_endpoint` (which needs the ``grpc`` extra). The
+#: proxy builds on the broker, so the broker is handed it rather than importing it.
+GrpcEndpointFactory = Callable[[BrokerContext, Callable[[int], Processor | None], str, int], BrokerEndpoint]
+
+
 class BrokerController:
     """One broker: ``await start()``, serve, ``await stop()`` (or ``async with``)."""
 
-    def __init__(self, config: BrokerConfig | None = None) -> None:
+    def __init__(self, config: BrokerConfig | None = None, *, grpc_endpoint: GrpcEndpointFactory | None = None) -> None:
         self.config = config = config or BrokerConfig()
+        if config.grpc_port is not None and grpc_endpoint is None:
+            raise BrokerConfigError("grpc_port is set but the broker was given no gRPC endpoint to serve it "
+                                    "(BrokerController(config, grpc_endpoint=rocketflow.proxy.grpc_endpoint))")
         #: the plain ACL file when ``acl_enable`` (checked before any processor runs; see docs/acl.md)
         self.acl_file: PlainAclFile | None = None
         self.acl_hook: AclRequestHook | None = None
@@ -103,6 +128,9 @@ class BrokerController:
         self.registrar: NamesrvRegistrar | None = None
         #: the Prometheus endpoint, when ``metrics_port`` is set (see rocketflow.broker.metrics)
         self.metrics: BrokerMetrics | None = None
+        #: the gRPC endpoint for RocketMQ 5.x clients, when ``grpc_port`` is set (see rocketflow.proxy)
+        self.grpc: BrokerEndpoint | None = None
+        self._grpc_endpoint = grpc_endpoint
         self._tasks: list[asyncio.Task[None]] = []
         self._started = False
         self._stopping = False
@@ -223,6 +251,8 @@ class BrokerController:
         self._every(config.client_scan_interval_ms, self.clients.scan_not_active_channels, "client scan")
         self._every(1000, self.stats.sample, "stats")
         self.stats.sample()
+        if config.grpc_port is not None:
+            await self._start_grpc(config.grpc_port)
         if config.metrics_port:
             metrics = BrokerMetrics(MetricsSource(self.parts, held_pulls=lambda: self.hold_service.held_count,
                                                   connections=lambda: len(self.server.channels)))
@@ -247,6 +277,9 @@ class BrokerController:
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
         self._tasks.clear()
+        if self.grpc is not None:
+            await self.grpc.stop()
+            self.grpc = None
         if self.registrar is not None:
             await self.registrar.stop()
         await self.schedule.stop()
@@ -267,6 +300,18 @@ class BrokerController:
     async def __aexit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                         traceback: TracebackType | None) -> None:
         await self.stop()
+
+    async def _start_grpc(self, port: int) -> None:
+        if self._grpc_endpoint is None:  # refused in __init__
+            raise BrokerConfigError("grpc_port is set but the broker was given no gRPC endpoint")
+        grpc_server = self._grpc_endpoint(self.parts, self.server.processor_for, self.config.listen_host, port)
+        try:
+            await grpc_server.start()
+        except BaseException:
+            await grpc_server.stop()
+            await self.stop()
+            raise
+        self.grpc = grpc_server
 
     def persist_all(self) -> None:
         """Write consumer offsets, delay offsets, topics and subscription groups now."""
@@ -367,7 +412,9 @@ class BrokerController:
             "brokerId": str(self.config.broker_id),
         })
         info.update(self.replication.runtime_info())
+        if self.grpc is not None:
+            info.update(self.grpc.stats())
         return info
 
 
-__all__ = ["BROKER_VERSION_DESC", "BrokerController"]
+__all__ = ["BROKER_VERSION_DESC", "BrokerController", "BrokerEndpoint", "GrpcEndpointFactory"]

@@ -98,7 +98,7 @@ class TopicConfigManager:
         wrapper = self.table.snapshot()
         wrapper.topic_config_table = {
             name: TopicConfig(c.topic_name, c.read_queue_nums, c.write_queue_nums, c.perm, c.topic_filter_type,
-                              c.topic_sys_flag, c.order)
+                              c.topic_sys_flag, c.order, dict(c.attributes))
             for name, c in wrapper.topic_config_table.items()
         }
         return wrapper

@@ -158,6 +158,9 @@ def namesrv(conf_file: str | None, host: str | None, port: int | None, settings:
                 gc_freeze=gc_freeze)
 
 
+_GRPC_HELP = "Port of the gRPC endpoint for RocketMQ 5.x clients (RocketMQ's proxy port; 0 = free)"
+
+
 @cli.command()
 @click.option("-n", "--namesrv", "namesrv_addr", type=NAMESRV, default=None,
               help="Name server(s), host:port;host:port.")
@@ -175,6 +178,7 @@ def namesrv(conf_file: str | None, host: str | None, port: int | None, settings:
               "acknowledges sends once a slave has them [default: ASYNC_MASTER].")
 @click.option("--broker-id", default=None, type=click.IntRange(0), help="brokerId: 0 for a master, > 0 for a slave.")
 @click.option("--metrics-port", default=None, type=click.IntRange(0, 65535), help=_METRICS_HELP)
+@click.option("--grpc-port", default=None, type=click.IntRange(0, 65535), help=_GRPC_HELP + " [default: off]")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @_event_loop_option
 @_gc_freeze_option
@@ -184,7 +188,8 @@ def namesrv(conf_file: str | None, host: str | None, port: int | None, settings:
 def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, port: int | None,
            store_dir: str | None, broker_name: str | None, cluster: str | None, broker_ip: str | None,
            flush: str | None, role: str | None, broker_id: int | None, metrics_port: int | None,
-           settings: tuple[str, ...], event_loop: str, gc_freeze: bool, verbose: bool, **tls: str | None) -> None:
+           grpc_port: int | None, settings: tuple[str, ...], event_loop: str, gc_freeze: bool, verbose: bool,
+           **tls: str | None) -> None:
     """Run a broker until SIGTERM / Ctrl-C (offsets and configs are persisted at exit)."""
     from pathlib import Path
 
@@ -204,6 +209,7 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
         "store.flush_disk_type": None if flush is None else
         (FlushDiskType.SYNC_FLUSH if flush == "sync" else FlushDiskType.ASYNC_FLUSH),
         "metrics_port": metrics_port,
+        "grpc_port": grpc_port,
         "store.broker_role": None if role is None else BrokerRole[role.upper()],
         "broker_id": broker_id,
     }
@@ -222,6 +228,10 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
 @click.option("--slaves", default=0, show_default=True, type=click.IntRange(0, 8),
               help="Also run this many slaves of the broker (free ports; see docs/replication.md).")
 @click.option("--metrics-port", default=None, type=click.IntRange(0, 65535), help=_METRICS_HELP)
+@click.option("--grpc-port", default=None, type=click.IntRange(0, 65535),
+              help=_GRPC_HELP + " [default: 8081, or a free port with --broker-port 0]")
+@click.option("--grpc/--no-grpc", "grpc_enabled", default=True, show_default=True,
+              help="Serve RocketMQ 5.x clients over gRPC (needs the grpc extra: pip install 'rocketflow[grpc]').")
 @click.option("--set", "settings", multiple=True, metavar="KEY=VALUE", help=_SET_HELP)
 @_event_loop_option
 @_gc_freeze_option
@@ -232,8 +242,8 @@ def broker(namesrv_addr: str | None, conf_file: str | None, host: str | None, po
 @_tls_options
 @_acl_option
 def dev(host: str, namesrv_port: int, broker_port: int, store_dir: str | None, keep: bool, slaves: int,
-        metrics_port: int | None, settings: tuple[str, ...], event_loop: str, gc_freeze: bool, verbose: bool,
-        ns_acl: bool, **tls: str | None) -> None:
+        metrics_port: int | None, grpc_port: int | None, grpc_enabled: bool, settings: tuple[str, ...],
+        event_loop: str, gc_freeze: bool, verbose: bool, ns_acl: bool, **tls: str | None) -> None:
     """Run a name server and a broker in one process (the embedded default for demos and tests)."""
     from rocketflow.cli.servers import namesrv_acl_overrides, parse_settings, run_dev, tls_overrides
 
@@ -241,6 +251,17 @@ def dev(host: str, namesrv_port: int, broker_port: int, store_dir: str | None, k
     overrides.update(tls_overrides(tls))
     if metrics_port is not None:
         overrides["metrics_port"] = metrics_port
+    if not grpc_enabled:
+        overrides["grpc_port"] = None
+    elif grpc_port is not None:
+        overrides["grpc_port"] = grpc_port
+    elif "grpc_port" not in overrides:
+        from importlib.util import find_spec
+
+        if find_spec("grpc") is not None:
+            overrides["grpc_port"] = 8081 if broker_port else 0
+        else:
+            click.echo("note: no gRPC endpoint for RocketMQ 5.x clients (pip install 'rocketflow[grpc]' for one)")
     namesrv_overrides = namesrv_acl_overrides(overrides) if ns_acl else {}
     run_dev(host=host, namesrv_port=namesrv_port, broker_port=broker_port, store_dir=store_dir, keep=keep,
             overrides=overrides, verbose=verbose, slaves=slaves, event_loop=event_loop, gc_freeze=gc_freeze,

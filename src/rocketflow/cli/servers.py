@@ -21,7 +21,7 @@ import click
 from rocketflow.acl import AclConfigError
 from rocketflow.broker.config import BrokerConfigError, build_broker_config, config_overrides_from_properties
 from rocketflow.broker.controller import BrokerController
-from rocketflow.dev import DevCluster
+from rocketflow.dev import DevCluster, new_broker
 from rocketflow.namesrv import NameServer, NamesrvConfigError, build_namesrv_config, namesrv_overrides_from_properties
 from rocketflow.net import event_loop as event_loops
 from rocketflow.net.tls import TlsConfigError
@@ -200,6 +200,8 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
                        f"{broker.ha_client.master_address or 'the master the name server names'}")
         if broker.metrics is not None:
             click.echo(f"broker metrics on http://{broker.metrics.address}/metrics")
+        if broker.grpc is not None:
+            click.echo(f"grpc endpoint for 5.x clients listening on {broker.grpc.address}")
 
     port_options: dict[int, str] = {}
     if config.listen_port:
@@ -211,7 +213,9 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
         port_options[config.store.ha_listen_port] = "--set haListenPort=PORT"
     if config.metrics_port:
         port_options[config.metrics_port] = "--metrics-port"
-    _run(_serve(lambda: BrokerController(config), announce, f"broker {config.broker_name} stopped", gc_freeze),
+    if config.grpc_port:
+        port_options[config.grpc_port] = "--grpc-port PORT (0 = a free port)"
+    _run(_serve(lambda: new_broker(config), announce, f"broker {config.broker_name} stopped", gc_freeze),
          event_loop, port_options)
 
 
@@ -247,6 +251,8 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
             click.echo(f"slave {slave.config.broker_id} of {slave.config.broker_name} listening on {slave.address}")
         if cluster.broker is not None and cluster.broker.metrics is not None:
             click.echo(f"broker metrics on http://{cluster.broker.metrics.address}/metrics")
+        if cluster.broker is not None and cluster.broker.grpc is not None:
+            click.echo(f"grpc endpoint for 5.x clients listening on {cluster.broker.grpc.address}")
 
     port_options: dict[int, str] = {}
     if namesrv_port:
@@ -258,6 +264,9 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
     metrics_port = overrides.get("metrics_port")
     if isinstance(metrics_port, int) and metrics_port:
         port_options[metrics_port] = "--metrics-port"
+    grpc_port = overrides.get("grpc_port")
+    if isinstance(grpc_port, int) and grpc_port:
+        port_options[grpc_port] = "--grpc-port PORT (0 = a free port) or --no-grpc"
     _run(_serve(make, announce, "dev cluster stopped", gc_freeze), event_loop, port_options)
 
 

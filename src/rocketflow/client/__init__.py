@@ -32,6 +32,7 @@ from rocketflow.client.consumer.pull_consumer import PullConsumer
 from rocketflow.client.consumer.pull_settings import PullConsumerSettings
 from rocketflow.client.consumer.push_consumer import PushConsumer
 from rocketflow.client.consumer.push_settings import MAX_RECONSUME_TIMES_UNLIMITED, PushConsumerSettings
+from rocketflow.client.consumer.simple_consumer import ReceivedMessage, SimpleConsumer
 from rocketflow.client.consumer.stats import ConsumerStats
 from rocketflow.client.consumer.subscription import MessageSelector
 from rocketflow.client.errors import (
@@ -103,9 +104,11 @@ __all__ = [
     "PushConsumer",
     "PushConsumerSettings",
     "ReadOffsetType",
+    "ReceivedMessage",
     "RemoteBrokerOffsetStore",
     "SendResult",
     "SendStatus",
+    "SimpleConsumer",
     "TopicPublishInfo",
     "TransactionListener",
     "TransactionProducer",

@@ -499,7 +499,8 @@ class ClientAPI:
             topic=topic_config.topic_name, default_topic=default_topic, read_queue_nums=topic_config.read_queue_nums,
             write_queue_nums=topic_config.write_queue_nums, perm=topic_config.perm,
             topic_filter_type=topic_config.topic_filter_type.name, topic_sys_flag=topic_config.topic_sys_flag,
-            order=topic_config.order)
+            order=topic_config.order,
+            attributes=",".join(f"+{key}={value}" for key, value in sorted(topic_config.attributes.items())) or None)
         await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header, timeout=timeout)
 
     async def get_topic_stats(self, addr: str, topic: str, timeout: float = ADMIN_RPC_TIMEOUT) -> TopicStatsTable:

@@ -96,6 +96,10 @@ class RemotingServer:
         """Route requests of every unregistered code to ``processor`` (None removes it)."""
         self._dispatcher.default_processor = processor
 
+    def processor_for(self, code: int) -> Processor | None:
+        """The processor requests with ``code`` go to (the default one when none is registered)."""
+        return self._dispatcher.processor_for(code)
+
     def set_request_hook(self, hook: RequestHook | None) -> None:
         """Call ``hook(channel, request)`` before routing each request; a response it returns is sent
         instead (the request is not processed). None removes it."""

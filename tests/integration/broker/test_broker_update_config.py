@@ -46,6 +46,7 @@ def test_a_running_broker_takes_new_settings_and_refuses_fixed_or_bad_ones() -> 
 
             # fixed-at-start or invalid settings: refused as a whole, nothing changes
             for bad, reason in ((({"listenPort": 1}), "cannot change while the broker runs"),
+                                ({"grpcServerPort": 1}, "cannot change while the broker runs"),
                                 ({"brokerPermission": 99}, "invalid broker config"),
                                 ({"noSuchSetting": 1}, "string2Properties error"),
                                 ({"maxMessageSize": "lots"}, "string2Properties error"),

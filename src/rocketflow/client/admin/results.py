@@ -37,6 +37,8 @@ LATEST: Final = -1
 #: mqadmin's defaults for new topics and for message queries.
 DEFAULT_QUEUE_NUMS: Final = 8
 DEFAULT_PERM: Final = int(PermName.READ | PermName.WRITE)
+#: the message types of RocketMQ 5's topics (``create_topic(message_type=...)``)
+MESSAGE_TYPES: Final = ("NORMAL", "FIFO", "DELAY", "TRANSACTION")
 DEFAULT_QUERY_MAX_NUM: Final = 64
 MASTER_ID: Final = 0
 
@@ -211,6 +213,7 @@ __all__ = [
     "EARLIEST",
     "LATEST",
     "MASTER_ID",
+    "MESSAGE_TYPES",
     "ORDER_TOPIC_CONFIG_NAMESPACE",
     "TOOLS_CONSUMER_GROUP",
     "BrokerStatus",

@@ -10,6 +10,7 @@ from rocketflow.client.admin.core import AdminCore
 from rocketflow.client.admin.results import (
     DEFAULT_PERM,
     DEFAULT_QUEUE_NUMS,
+    MESSAGE_TYPES,
     ORDER_TOPIC_CONFIG_NAMESPACE,
     QueueStats,
     check_topic,
@@ -52,17 +53,24 @@ class TopicAdmin(AdminCore):
 
     def create_topic(self, topic: str, *, cluster: str | None = None, broker_addr: str | None = None,
                      read_queue_nums: int = DEFAULT_QUEUE_NUMS, write_queue_nums: int = DEFAULT_QUEUE_NUMS,
-                     perm: int = DEFAULT_PERM, order: bool = False) -> list[str]:
+                     perm: int = DEFAULT_PERM, order: bool = False, message_type: str | None = None) -> list[str]:
         """UPDATE_AND_CREATE_TOPIC on ``broker_addr`` or every master of ``cluster`` (default: the only
         cluster); an ordered topic's queue layout is also put in the name servers' KV config. Returns the
-        broker addresses."""
+        broker addresses. ``message_type`` (NORMAL, FIFO, DELAY or TRANSACTION) is the one kind of message
+        RocketMQ 5.x clients may send to the topic (its ``message.type`` attribute); None: any kind."""
         check_topic(topic)
         for name, value in (("read_queue_nums", read_queue_nums), ("write_queue_nums", write_queue_nums)):
             if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
                 raise MQClientError(f"{name} must be a positive int, got {value!r}")
         if isinstance(perm, bool) or not isinstance(perm, int) or not 0 <= perm <= 15:
             raise MQClientError(f"perm must be PermName bits 0..15 (6 = read+write), got {perm!r}")
-        config = TopicConfig(topic, read_queue_nums, write_queue_nums, perm, TopicFilterType.SINGLE_TAG, 0, order)
+        attributes: dict[str, str] = {}
+        if message_type is not None:
+            if message_type.upper() not in MESSAGE_TYPES:
+                raise MQClientError(f"message_type must be one of {', '.join(MESSAGE_TYPES)}, got {message_type!r}")
+            attributes["message.type"] = message_type.upper()
+        config = TopicConfig(topic, read_queue_nums, write_queue_nums, perm, TopicFilterType.SINGLE_TAG, 0, order,
+                             attributes)
         addrs = self._run(self._create_topic(config, cluster, broker_addr))
         warn_queue_layout(topic, read_queue_nums, write_queue_nums)
         return addrs
@@ -125,7 +133,7 @@ class TopicAdmin(AdminCore):
             config = TopicConfig(topic, changes.get("read_queue_nums", current.read_queue_nums),
                                  changes.get("write_queue_nums", current.write_queue_nums),
                                  changes.get("perm", current.perm), current.topic_filter_type,
-                                 current.topic_sys_flag, changes.get("order", current.order))
+                                 current.topic_sys_flag, changes.get("order", current.order), dict(current.attributes))
             await self.instance.api.create_topic(addr, config, timeout=self.timeout)
             updated[addr] = config
         if "order" in changes or "write_queue_nums" in changes:
@@ -159,6 +167,21 @@ class TopicAdmin(AdminCore):
         for namesrv in self.namesrv_addresses:
             await self._invoke(namesrv, RequestCode.PUT_KV_CONFIG, PutKVConfigRequestHeader(
                 namespace=ORDER_TOPIC_CONFIG_NAMESPACE, key=topic, value=";".join(sorted(parts))))
+
+    def topic_configs(self, topic: str) -> dict[str, TopicConfig]:
+        """The topic's config on each master that routes it (broker address -> config): queues, permission,
+        and RocketMQ 5's attributes (``message.type``)."""
+        check_topic(topic)
+        return self._run(self._topic_configs(topic))
+
+    async def _topic_configs(self, topic: str) -> dict[str, TopicConfig]:
+        found: dict[str, TopicConfig] = {}
+        for addr in self._route_masters(await self._route(topic)).values():
+            response = await self._invoke(addr, RequestCode.GET_ALL_TOPIC_CONFIG)
+            config = self._decode(TopicConfigSerializeWrapper, response, addr).topic_config_table.get(topic)
+            if config is not None:
+                found[addr] = config
+        return found
 
     def get_kv_config(self, namespace: str, key: str) -> str | None:
         """GET_KV_CONFIG from the name server (None when it has no such item)."""

@@ -39,9 +39,12 @@ class SubscriptionGroupConfig(WireBody):
     broker_id: int = 0
     which_broker_when_consume_slowly: int = 1
     notify_consumer_ids_changed_enable: bool = True
+    #: RocketMQ 5's FIFO group: each message group's messages are delivered one after the other (written
+    #: only when true, so 4.x peers see the 4.x shape)
+    consume_message_orderly: bool = False
 
     def to_json_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "brokerId": self.broker_id,
             "consumeBroadcastEnable": self.consume_broadcast_enable,
             "consumeEnable": self.consume_enable,
@@ -52,6 +55,10 @@ class SubscriptionGroupConfig(WireBody):
             "retryQueueNums": self.retry_queue_nums,
             "whichBrokerWhenConsumeSlowly": self.which_broker_when_consume_slowly,
         }
+        if self.consume_message_orderly:
+            data["consumeMessageOrderly"] = True
+            data = dict(sorted(data.items()))
+        return data
 
     @classmethod
     def from_json_dict(cls, data: Any, where: str | None = None) -> Self:
@@ -66,6 +73,7 @@ class SubscriptionGroupConfig(WireBody):
             broker_id=reader.integer("brokerId", 0),
             which_broker_when_consume_slowly=reader.integer("whichBrokerWhenConsumeSlowly", 1),
             notify_consumer_ids_changed_enable=reader.boolean("notifyConsumerIdsChangedEnable", True),
+            consume_message_orderly=reader.boolean("consumeMessageOrderly", False),
         )
 
 

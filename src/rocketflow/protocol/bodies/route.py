@@ -67,10 +67,14 @@ class TopicConfig(WireBody):
     topic_filter_type: TopicFilterType = TopicFilterType.SINGLE_TAG
     topic_sys_flag: int = 0
     order: bool = False
+    #: RocketMQ 5's topic attributes (``message.type``: NORMAL, FIFO, DELAY or TRANSACTION); written only
+    #: when there are some, so 4.x peers see the 4.x shape
+    attributes: dict[str, str] = field(default_factory=dict)
 
     def to_json_dict(self) -> dict[str, Any]:
         return bean(
             {
+                "attributes": dict(sorted(self.attributes.items())) if self.attributes else None,
                 "order": self.order,
                 "perm": self.perm,
                 "readQueueNums": self.read_queue_nums,
@@ -92,6 +96,8 @@ class TopicConfig(WireBody):
             topic_filter_type=reader.enum(TopicFilterType, "topicFilterType", TopicFilterType.SINGLE_TAG),
             topic_sys_flag=reader.integer("topicSysFlag", 0),
             order=reader.boolean("order", False),
+            attributes={str(key): str(value) for key, value in reader.mapping("attributes").items()}
+            if reader.data.get("attributes") is not None else {},
         )
 
     def encode_text(self) -> str:

@@ -20,6 +20,9 @@ class CreateTopicRequestHeader(CommandHeader):
     topic_filter_type: str
     topic_sys_flag: Int | None = None
     order: Annotated[bool, Wire(required=True)] = False
+    #: RocketMQ 5's topic attributes, as its admin tools send them: ``+message.type=FIFO`` (``,``-separated;
+    #: ``-key`` removes one)
+    attributes: str | None = None
 
 
 @dataclass(slots=True, kw_only=True)

@@ -27,7 +27,7 @@ _FIXED_AT_START: Final = frozenset({
     "store.max_index_num", "store.message_index_enable", "store.store_host", "store.message_delay_level",
     "store.total_physical_memory", "store.ha_listen_port", "store.ha_master_address", "store.index_build_batch",
     "store.ha_transfer_batch_size", "store.ha_send_heartbeat_interval_ms", "store.ha_housekeeping_interval_ms",
-    "slave_synchronize_interval_ms",
+    "slave_synchronize_interval_ms", "grpc_port", "pop_flush_interval_ms",
 })
 
 

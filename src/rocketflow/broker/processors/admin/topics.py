@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable
+from typing import Final
 
 from rocketflow.broker.context import BrokerContext
 from rocketflow.broker.processors.common import Handler, answer_when_written, error
@@ -22,6 +23,40 @@ from rocketflow.remoting.headers import (
 
 #: Upper bound of queue counts accepted by UPDATE_AND_CREATE_TOPIC (BenchmarkTest has 1024).
 MAX_QUEUE_NUMS = 1024
+
+#: RocketMQ 5's topic attributes and their allowed values (None: any value)
+TOPIC_ATTRIBUTES: Final[dict[str, frozenset[str] | None]] = {
+    "message.type": frozenset({"NORMAL", "FIFO", "DELAY", "TRANSACTION", "MIXED"}),
+    "queue.type": frozenset({"BatchCQ", "SimpleCQ"}),
+    "cleanup.policy": frozenset({"DELETE", "COMPACTION"}),
+}
+
+
+def parse_topic_attributes(text: str | None, current: dict[str, str]) -> dict[str, str] | str:
+    """UPDATE_AND_CREATE_TOPIC's ``attributes`` (``+key=value`` adds or sets, ``-key`` removes; ``,``
+    between them) applied to ``current``; or why they are refused."""
+    if not text or not text.strip():
+        return current
+    attributes = dict(current)
+    for item in text.split(","):
+        item = item.strip()
+        if not item:
+            continue
+        sign, rest = item[0], item[1:]
+        key, has_value, value = rest.partition("=")
+        key, value = key.strip(), value.strip()
+        if sign not in "+-" or not key:
+            return f"topic attribute {item!r} must be +key=value or -key"
+        if key not in TOPIC_ATTRIBUTES:
+            return f"unknown topic attribute {key!r} (known: {', '.join(sorted(TOPIC_ATTRIBUTES))})"
+        if sign == "-":
+            attributes.pop(key, None)
+            continue
+        allowed = TOPIC_ATTRIBUTES[key]
+        if not has_value or (allowed is not None and value not in allowed):
+            return f"topic attribute {key} must be one of {', '.join(sorted(allowed or ()))}, got {value!r}"
+        attributes[key] = value
+    return attributes
 
 
 class TopicAdmin:
@@ -57,8 +92,12 @@ class TopicAdmin:
         except KeyError:
             return error(request, ResponseCode.SYSTEM_ERROR,
                          f"topicFilterType must be SINGLE_TAG or MULTI_TAG, got {header.topic_filter_type!r}")
+        existing = topics.select(topic)
+        attributes = parse_topic_attributes(header.attributes, dict(existing.attributes) if existing else {})
+        if isinstance(attributes, str):
+            return error(request, ResponseCode.SYSTEM_ERROR, attributes)
         config = TopicConfig(topic, header.read_queue_nums, header.write_queue_nums, header.perm, filter_type,
-                             header.topic_sys_flag or 0, header.order)
+                             header.topic_sys_flag or 0, header.order, attributes)
         topics.update(config)
         return answer_when_written(topics.written(), request.make_response(ResponseCode.SUCCESS))
 
@@ -114,4 +153,4 @@ class TopicAdmin:
         return request.make_response(ResponseCode.SUCCESS, body=fastjson.dumps({"groupList": sorted(groups)}))
 
 
-__all__ = ["MAX_QUEUE_NUMS", "TopicAdmin"]
+__all__ = ["MAX_QUEUE_NUMS", "TOPIC_ATTRIBUTES", "TopicAdmin", "parse_topic_attributes"]
