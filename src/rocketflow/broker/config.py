@@ -8,17 +8,17 @@ a value of the wrong type raises `BrokerConfigError` naming the key and the line
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import re
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Union, get_args, get_origin, get_type_hints
+from typing import Any, Final, get_origin
 
+from rocketflow import properties_file
 from rocketflow.errors import RocketflowError
 from rocketflow.net.tls import ClientAuth, TlsClientSettings, TlsConfigError, TlsMode, TlsServerSettings
+from rocketflow.properties_file import field_types, file_then_overrides, make_settings, snake_case
 from rocketflow.store.config import BrokerRole, FlushDiskType, StoreConfig
 
 DEFAULT_BROKER_PORT: Final = 10911
@@ -359,57 +359,23 @@ _IGNORED: Final = frozenset({
 })
 
 
-def _snake_case(name: str) -> str:
-    return re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", name).lower()
-
-
-def _field_types(cls: type) -> dict[str, Any]:
-    hints = get_type_hints(cls)
-    return {item.name: hints[item.name] for item in dataclasses.fields(cls)}
+def _convert_other(text: str, hint: Any) -> object:
+    """The broker's setting types beyond the scalars: an enum by its name, a ``host:port`` address."""
+    if isinstance(hint, type) and issubclass(hint, enum.Enum):
+        return hint[text.upper()]
+    if get_origin(hint) is tuple:
+        host, _, port = text.rpartition(":")
+        return (host, int(port))
+    return NotImplemented
 
 
 def _convert(raw: str, hint: Any, key: str) -> object:
-    if get_origin(hint) in (Union, types.UnionType):
-        members = [member for member in get_args(hint) if member is not type(None)]
-        if raw.strip() == "" or raw.strip().lower() == "null":
-            return None
-        hint = members[0]
-    text = raw.strip()
-    try:
-        if hint is bool:
-            if text.lower() not in ("true", "false"):
-                raise ValueError("expected true or false")
-            return text.lower() == "true"
-        if hint is int:
-            return int(text)
-        if hint is float:
-            return float(text)
-        if hint is Path:
-            return Path(text).expanduser()
-        if isinstance(hint, type) and issubclass(hint, enum.Enum):
-            return hint[text.upper()]
-        if hint is str:
-            return raw.strip()
-        if get_origin(hint) is tuple:
-            host, _, port = text.rpartition(":")
-            return (host, int(port))
-    except (ValueError, KeyError) as exc:
-        raise BrokerConfigError(f"{key}={raw!r}: {exc}") from None
-    raise BrokerConfigError(f"{key}: settings of type {hint!r} cannot be set from a file")
+    return properties_file.convert_setting(raw, hint, key, BrokerConfigError, _convert_other)
 
 
 def parse_properties(text: str) -> list[tuple[int, str, str]]:
     """Java properties (``key=value`` or ``key: value``, ``#``/``!`` comments) -> (line, key, value)."""
-    entries: list[tuple[int, str, str]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped[0] in "#!":
-            continue
-        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", stripped)
-        if match is None:
-            raise BrokerConfigError(f"line {number}: expected key=value, got {stripped!r}")
-        entries.append((number, match.group(1), match.group(2)))
-    return entries
+    return properties_file.parse_properties(text, BrokerConfigError)
 
 
 def config_overrides_from_properties(text: str, source: str = "broker.conf", *,
@@ -420,8 +386,8 @@ def config_overrides_from_properties(text: str, source: str = "broker.conf", *,
         lines = text.count("\n") + (0 if text.endswith("\n") else 1)
         if lines > max_lines:
             raise BrokerConfigError(f"{source}: {lines} lines, more than {max_lines} (maxConfigLines)")
-    broker_types = _field_types(BrokerConfig)
-    store_types = _field_types(StoreConfig)
+    broker_types = field_types(BrokerConfig)
+    store_types = field_types(StoreConfig)
     result: dict[str, object] = {}
     for number, key, value in parse_properties(text):
         where = f"{source}:{number}: {key}"
@@ -443,7 +409,7 @@ def config_overrides_from_properties(text: str, source: str = "broker.conf", *,
                 raise BrokerConfigError(f"{where}: must be a positive number of bytes, got {value!r}")
             result["store.consume_queue_segment_units"] = -(-size // 20)
             continue
-        target, name = _ALIASES.get(key, ("", _snake_case(key)))
+        target, name = _ALIASES.get(key, ("", snake_case(key)))
         if target in ("", "broker") and name in broker_types and name != "store":
             result[name] = _convert(value, broker_types[name], where)
         elif target in ("", "store") and name in store_types:
@@ -459,20 +425,11 @@ def build_broker_config(overrides: Mapping[str, object] | None = None, *,
 
     Keys of ``overrides`` are field names; ``"store.<name>"`` sets a store field.
     """
-    values: dict[str, object] = {}
-    if conf_file is not None:
-        path = Path(conf_file)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise BrokerConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-        values.update(config_overrides_from_properties(text, str(path)))
-    if overrides:
-        values.update({key: value for key, value in overrides.items() if value is not None})
+    values = file_then_overrides(conf_file, overrides, config_overrides_from_properties, BrokerConfigError)
     store_values = {key[len("store."):]: value for key, value in values.items() if key.startswith("store.")}
     broker_values = {key: value for key, value in values.items() if not key.startswith("store.")}
-    broker_fields = set(_field_types(BrokerConfig))
-    store_fields = set(_field_types(StoreConfig))
+    broker_fields = set(field_types(BrokerConfig))
+    store_fields = set(field_types(StoreConfig))
     for name in broker_values:
         if name not in broker_fields:
             raise BrokerConfigError(f"unknown broker setting {name!r}")
@@ -486,13 +443,12 @@ def build_broker_config(overrides: Mapping[str, object] | None = None, *,
         store_values["message_delay_level"] = broker_values["message_delay_level"]
     elif "message_delay_level" in store_values:
         broker_values["message_delay_level"] = store_values["message_delay_level"]
-    try:
+
+    def make() -> BrokerConfig:
         store = StoreConfig(**store_values)  # type: ignore[arg-type]
         return BrokerConfig(store=store, **broker_values)  # type: ignore[arg-type]
-    except BrokerConfigError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise BrokerConfigError(str(exc)) from None
+
+    return make_settings(make, BrokerConfigError, BrokerConfigError)
 
 
 __all__ = [

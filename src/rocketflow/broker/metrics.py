@@ -18,14 +18,13 @@ import threading
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Final
-from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import start_wsgi_server
 from prometheus_client.registry import Collector
 
 from rocketflow.broker.context import BrokerContext
+from rocketflow.net.metrics_endpoint import MetricsEndpoint
 from rocketflow.version import __version__
 
 logger = logging.getLogger(__name__)
@@ -253,20 +252,19 @@ class BrokerMetrics:
                                        buckets=FLUSH_LATENCY_BUCKETS, registry=None)
         self.collector = BrokerCollector(source, self.flush_latency)
         self.registry.register(self.collector)
-        self._server: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
+        self.endpoint = MetricsEndpoint(self.registry, "broker metrics")
 
     @property
     def port(self) -> int:
         """The port ``/metrics`` is served on (0 when not serving)."""
-        return self._server.server_port if self._server is not None else 0
+        return self.endpoint.port
 
     @property
     def address(self) -> str | None:
-        """``host:port`` of the endpoint, None when not serving."""
-        if self._server is None:
+        """``host:port`` of the endpoint (the configured ``metrics_host``), None when not serving."""
+        if not self.endpoint.serving:
             return None
-        return f"{self.source.ctx.config.metrics_host}:{self._server.server_port}"
+        return f"{self.source.ctx.config.metrics_host}:{self.endpoint.port}"
 
     def start(self, port: int | None = None, host: str | None = None) -> None:
         """Bind the collector to the running loop, time store flushes, serve ``/metrics`` on ``host:port``.
@@ -274,29 +272,20 @@ class BrokerMetrics:
         Call it on the broker's loop. Raises `OSError` (with the address in its message) when the port
         cannot be bound.
         """
-        if self._server is not None:
+        if self.endpoint.serving:
             raise RuntimeError("broker metrics are already served")
         config = self.source.ctx.config
         port = config.metrics_port if port is None else port
         host = config.metrics_host if host is None else host
         self.collector.bind_loop(asyncio.get_running_loop())
-        try:
-            self._server, self._thread = start_wsgi_server(port, addr=host, registry=self.registry)
-        except OSError as exc:
-            raise OSError(exc.errno, f"cannot serve broker metrics on {host}:{port}: {exc.strerror or exc}") from None
+        self.endpoint.serve(port, host)
         self.source.ctx.store.flush_stats.flush_latency_observer = self.flush_latency.observe
         logger.info("broker %s metrics on http://%s:%d/metrics", config.broker_name, host, self.port)
 
     def stop(self) -> None:
         """Stop serving and stop timing flushes (blocks briefly: call it off the loop)."""
         self.source.ctx.store.flush_stats.flush_latency_observer = None
-        server, thread = self._server, self._thread
-        self._server = self._thread = None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if thread is not None:
-            thread.join(5)
+        self.endpoint.stop()
 
 
 __all__ = [

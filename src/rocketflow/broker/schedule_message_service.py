@@ -13,6 +13,7 @@ import logging
 import time
 from typing import Final
 
+from rocketflow.background import BackgroundTask
 from rocketflow.broker.context import BrokerContext
 from rocketflow.broker.message_put import MessagePut
 from rocketflow.protocol.bodies import TopicFilterType
@@ -41,7 +42,7 @@ class ScheduleMessageService:
         self.put_path = put_path
         self.delay_offsets = ctx.delay_offsets
         self.delay_levels_ms = ctx.config.delay_levels_ms
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask(self._run)
         self._retry_after: dict[int, float] = {}
         self.delivered = 0
 
@@ -50,13 +51,10 @@ class ScheduleMessageService:
         return len(self.delay_levels_ms)
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._task.stop()
 
     async def _run(self) -> None:
         await asyncio.sleep(FIRST_DELAY_SECONDS)

@@ -33,6 +33,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass
 from typing import Final
 
+from rocketflow.background import BackgroundTask
 from rocketflow.broker.context import BrokerContext
 from rocketflow.broker.message_put import MessagePut
 from rocketflow.broker.topic_config_manager import TopicConfigManager
@@ -116,7 +117,7 @@ class TransactionalMessageService:
         self._ops: deque[tuple[int, int]] = deque()
         self._resolved_at: dict[int, int] = {}
         self._op_next = -1
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask(self._run)
 
     # ------------------------------------------------------------------ END_TRANSACTION
 
@@ -198,13 +199,10 @@ class TransactionalMessageService:
     # ------------------------------------------------------------------ check-back
 
     def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._task.stop()
 
     async def _run(self) -> None:
         while True:

@@ -12,14 +12,15 @@ import gc
 import logging
 import re
 import signal
-from collections.abc import Coroutine, Mapping, Sequence
+from collections.abc import Callable, Coroutine, Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol, TypeVar
 
 import click
 
 from rocketflow.acl import AclConfigError
 from rocketflow.broker.config import BrokerConfigError, build_broker_config, config_overrides_from_properties
+from rocketflow.broker.controller import BrokerController
 from rocketflow.dev import DevCluster, new_broker
 from rocketflow.namesrv import NameServer, NamesrvConfigError, build_namesrv_config, namesrv_overrides_from_properties
 from rocketflow.net import event_loop as event_loops
@@ -50,6 +51,31 @@ def _settle_heap(enabled: bool) -> None:
     if enabled:
         gc.collect()
         gc.freeze()
+
+
+class _Server(Protocol):
+    async def start(self) -> None: ...
+
+    async def stop(self) -> None: ...
+
+
+_ServerT = TypeVar("_ServerT", bound=_Server)
+
+
+async def _serve(make: Callable[[], _ServerT], announce: Callable[[_ServerT], None], stopped: str,
+                 gc_freeze: bool) -> None:
+    """Arm the stop signals, make and start a server, settle the heap and ``announce(server)``; on SIGINT or
+    SIGTERM stop it and say ``stopped``."""
+    stop = _stop_on_signals()
+    server = make()
+    await server.start()
+    _settle_heap(gc_freeze)
+    announce(server)
+    try:
+        await stop.wait()
+    finally:
+        await server.stop()
+    click.echo(stopped)
 
 
 _BOUND_PORT = re.compile(r"address \('?([^',]*)'?, (\d+)\)")
@@ -146,19 +172,11 @@ def run_namesrv(*, conf_file: str | None, overrides: Mapping[str, object], verbo
     except (NamesrvConfigError, TlsConfigError) as exc:
         raise click.ClickException(str(exc)) from None
 
-    async def main() -> None:
-        stop = _stop_on_signals()
-        namesrv = NameServer(config)
-        await namesrv.start()
-        _settle_heap(gc_freeze)
+    def announce(namesrv: NameServer) -> None:
         click.echo(f"namesrv listening on {namesrv.address}")
-        try:
-            await stop.wait()
-        finally:
-            await namesrv.stop()
-        click.echo("namesrv stopped")
 
-    _run(main(), event_loop, {config.port: "--port (0 = a free port)"} if config.port else None)
+    _run(_serve(lambda: NameServer(config), announce, "namesrv stopped", gc_freeze), event_loop,
+         {config.port: "--port (0 = a free port)"} if config.port else None)
 
 
 # --------------------------------------------------------------------------- broker
@@ -172,11 +190,7 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
     except BrokerConfigError as exc:
         raise click.ClickException(str(exc)) from None
 
-    async def main() -> None:
-        stop = _stop_on_signals()
-        broker = new_broker(config)
-        await broker.start()
-        _settle_heap(gc_freeze)
+    def announce(broker: BrokerController) -> None:
         click.echo(f"broker {config.broker_name} listening on {broker.address}")
         if broker.ha_service is not None:
             click.echo(f"broker {config.broker_name} ({config.store.broker_role.value}) serves slaves on "
@@ -188,11 +202,6 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
             click.echo(f"broker metrics on http://{broker.metrics.address}/metrics")
         if broker.grpc is not None:
             click.echo(f"grpc endpoint for 5.x clients listening on {broker.grpc.address}")
-        try:
-            await stop.wait()
-        finally:
-            await broker.stop()
-        click.echo(f"broker {config.broker_name} stopped")
 
     port_options: dict[int, str] = {}
     if config.listen_port:
@@ -206,7 +215,8 @@ def run_broker(*, conf_file: str | None, overrides: Mapping[str, object], verbos
         port_options[config.metrics_port] = "--metrics-port"
     if config.grpc_port:
         port_options[config.grpc_port] = "--grpc-port PORT (0 = a free port)"
-    _run(main(), event_loop, port_options)
+    _run(_serve(lambda: new_broker(config), announce, f"broker {config.broker_name} stopped", gc_freeze),
+         event_loop, port_options)
 
 
 # --------------------------------------------------------------------------- dev
@@ -228,13 +238,12 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
             gc_freeze: bool = True, namesrv_overrides: Mapping[str, object] | None = None) -> None:
     _configure_logging(verbose)
 
-    async def main() -> None:
-        stop = _stop_on_signals()
-        cluster = DevCluster(namesrv_port=namesrv_port, broker_port=broker_port,
-                             store_dir=Path(store_dir) if store_dir else None, host=host, keep_store=keep,
-                             broker_settings=overrides, slaves=slaves, namesrv_settings=namesrv_overrides)
-        await cluster.start()
-        _settle_heap(gc_freeze)
+    def make() -> DevCluster:
+        return DevCluster(namesrv_port=namesrv_port, broker_port=broker_port,
+                          store_dir=Path(store_dir) if store_dir else None, host=host, keep_store=keep,
+                          broker_settings=overrides, slaves=slaves, namesrv_settings=namesrv_overrides)
+
+    def announce(cluster: DevCluster) -> None:
         click.echo(f"namesrv listening on {cluster.namesrv_addr}")
         click.echo(f"broker {cluster.broker_config.broker_name} listening on {cluster.broker_addr}")
         click.echo(f"store dir {cluster.store_dir}")
@@ -244,11 +253,6 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
             click.echo(f"broker metrics on http://{cluster.broker.metrics.address}/metrics")
         if cluster.broker is not None and cluster.broker.grpc is not None:
             click.echo(f"grpc endpoint for 5.x clients listening on {cluster.broker.grpc.address}")
-        try:
-            await stop.wait()
-        finally:
-            await cluster.stop()
-        click.echo("dev cluster stopped")
 
     port_options: dict[int, str] = {}
     if namesrv_port:
@@ -263,7 +267,7 @@ def run_dev(*, host: str, namesrv_port: int, broker_port: int, store_dir: str | 
     grpc_port = overrides.get("grpc_port")
     if isinstance(grpc_port, int) and grpc_port:
         port_options[grpc_port] = "--grpc-port PORT (0 = a free port) or --no-grpc"
-    _run(main(), event_loop, port_options)
+    _run(_serve(make, announce, "dev cluster stopped", gc_freeze), event_loop, port_options)
 
 
 __all__ = ["namesrv_acl_overrides", "parse_namesrv_settings", "parse_settings", "run_broker", "run_dev", "run_namesrv",

@@ -254,6 +254,13 @@ class ClientAPI:
         if response.code not in (ok_codes or (ResponseCode.SUCCESS,)):
             raise MQBrokerError(response.code, response.remark, addr)
 
+    async def _call(self, addr: str, code: int, header: CommandHeader | None = None, body: bytes = b"",
+                    timeout: float | None = None) -> RemotingCommand:
+        """Invoke request ``code`` at ``addr``; the response, which `MQBrokerError` unless SUCCESS."""
+        response = await self.invoke(addr, self._request(code, header, body), timeout)
+        self._check(response, addr)
+        return response
+
     @staticmethod
     def _header(cls: type[_HeaderT], response: RemotingCommand, addr: str | None) -> _HeaderT:
         try:
@@ -373,8 +380,7 @@ class ClientAPI:
                                     timeout: float = OFFSET_RPC_TIMEOUT) -> int:
         """QUERY_CONSUMER_OFFSET; QUERY_NOT_FOUND (no committed offset) raises `MQBrokerError`."""
         header = QueryConsumerOffsetRequestHeader(consumer_group=group, topic=mq.topic, queue_id=mq.queue_id)
-        response = await self.invoke(addr, self._request(RequestCode.QUERY_CONSUMER_OFFSET, header), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.QUERY_CONSUMER_OFFSET, header, timeout=timeout)
         return self._header(QueryConsumerOffsetResponseHeader, response, addr).offset
 
     def _update_offset_request(self, group: str, mq: MessageQueue, offset: int) -> RemotingCommand:
@@ -395,14 +401,12 @@ class ClientAPI:
     async def get_consumer_id_list(self, addr: str, group: str, timeout: float | None = None) -> list[str]:
         """GET_CONSUMER_LIST_BY_GROUP (the broker answers SYSTEM_ERROR when the group has no live member)."""
         header = GetConsumerListByGroupRequestHeader(consumer_group=group)
-        response = await self.invoke(addr, self._request(RequestCode.GET_CONSUMER_LIST_BY_GROUP, header), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.GET_CONSUMER_LIST_BY_GROUP, header, timeout=timeout)
         return list(self._body(ConsumerListBody, response, addr).consumer_id_list)
 
     async def heartbeat(self, addr: str, data: HeartbeatData, timeout: float | None = None) -> int:
         """HEART_BEAT; returns the broker's version (from the response)."""
-        response = await self.invoke(addr, self._request(RequestCode.HEART_BEAT, body=data.encode()), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.HEART_BEAT, body=data.encode(), timeout=timeout)
         return response.version
 
     async def unregister_client(self, addr: str, client_id: str, *, producer_group: str | None = None,
@@ -410,14 +414,12 @@ class ClientAPI:
         """UNREGISTER_CLIENT."""
         header = UnregisterClientRequestHeader(client_id=client_id, producer_group=producer_group,
                                                consumer_group=consumer_group)
-        response = await self.invoke(addr, self._request(RequestCode.UNREGISTER_CLIENT, header), timeout)
-        self._check(response, addr)
+        await self._call(addr, RequestCode.UNREGISTER_CLIENT, header, timeout=timeout)
 
     async def lock_batch_mq(self, addr: str, body: LockBatchRequestBody,
                             timeout: float = LOCK_RPC_TIMEOUT) -> set[MessageQueue]:
         """LOCK_BATCH_MQ; returns the queues now locked by ``body.client_id``."""
-        response = await self.invoke(addr, self._request(RequestCode.LOCK_BATCH_MQ, body=body.encode()), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.LOCK_BATCH_MQ, body=body.encode(), timeout=timeout)
         return set(self._body(LockBatchResponseBody, response, addr).lock_ok_mq_set)
 
     async def unlock_batch_mq(self, addr: str, body: UnlockBatchRequestBody, timeout: float = LOCK_RPC_TIMEOUT,
@@ -436,44 +438,38 @@ class ClientAPI:
         header = ConsumerSendMsgBackRequestHeader(
             offset=msg.commit_log_offset, group=group, delay_level=delay_level, origin_msg_id=msg.msg_id,
             origin_topic=msg.topic, unit_mode=False, max_reconsume_times=max_reconsume_times)
-        response = await self.invoke(addr, self._request(RequestCode.CONSUMER_SEND_MSG_BACK, header), timeout)
-        self._check(response, addr)
+        await self._call(addr, RequestCode.CONSUMER_SEND_MSG_BACK, header, timeout=timeout)
 
     async def get_max_offset(self, addr: str, topic: str, queue_id: int, timeout: float = ADMIN_RPC_TIMEOUT) -> int:
         """GET_MAX_OFFSET: the queue's next offset to be written."""
         header = GetMaxOffsetRequestHeader(topic=topic, queue_id=queue_id)
-        response = await self.invoke(addr, self._request(RequestCode.GET_MAX_OFFSET, header), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.GET_MAX_OFFSET, header, timeout=timeout)
         return self._header(GetMaxOffsetResponseHeader, response, addr).offset
 
     async def get_min_offset(self, addr: str, topic: str, queue_id: int, timeout: float = ADMIN_RPC_TIMEOUT) -> int:
         """GET_MIN_OFFSET."""
         header = GetMinOffsetRequestHeader(topic=topic, queue_id=queue_id)
-        response = await self.invoke(addr, self._request(RequestCode.GET_MIN_OFFSET, header), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.GET_MIN_OFFSET, header, timeout=timeout)
         return self._header(GetMinOffsetResponseHeader, response, addr).offset
 
     async def search_offset(self, addr: str, topic: str, queue_id: int, timestamp_ms: int,
                             timeout: float = ADMIN_RPC_TIMEOUT) -> int:
         """SEARCH_OFFSET_BY_TIMESTAMP."""
         header = SearchOffsetRequestHeader(topic=topic, queue_id=queue_id, timestamp=timestamp_ms)
-        response = await self.invoke(addr, self._request(RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.SEARCH_OFFSET_BY_TIMESTAMP, header, timeout=timeout)
         return self._header(SearchOffsetResponseHeader, response, addr).offset
 
     async def get_earliest_msg_storetime(self, addr: str, topic: str, queue_id: int,
                                          timeout: float = ADMIN_RPC_TIMEOUT) -> int:
         """GET_EARLIEST_MSG_STORETIME (ms)."""
         header = GetEarliestMsgStoretimeRequestHeader(topic=topic, queue_id=queue_id)
-        response = await self.invoke(addr, self._request(RequestCode.GET_EARLIEST_MSG_STORETIME, header), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.GET_EARLIEST_MSG_STORETIME, header, timeout=timeout)
         return self._header(GetEarliestMsgStoretimeResponseHeader, response, addr).timestamp
 
     async def view_message(self, addr: str, commit_log_offset: int, timeout: float = ADMIN_RPC_TIMEOUT) -> MessageExt:
         """VIEW_MESSAGE_BY_ID (``commit_log_offset`` from `decode_offset_msg_id`)."""
         header = ViewMessageRequestHeader(offset=commit_log_offset)
-        response = await self.invoke(addr, self._request(RequestCode.VIEW_MESSAGE_BY_ID, header), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.VIEW_MESSAGE_BY_ID, header, timeout=timeout)
         try:
             return decode_record(response.body)[0]
         except (RecordDecodeError, ProtocolError) as exc:
@@ -505,30 +501,26 @@ class ClientAPI:
             topic_filter_type=topic_config.topic_filter_type.name, topic_sys_flag=topic_config.topic_sys_flag,
             order=topic_config.order,
             attributes=",".join(f"+{key}={value}" for key, value in sorted(topic_config.attributes.items())) or None)
-        response = await self.invoke(addr, self._request(RequestCode.UPDATE_AND_CREATE_TOPIC, header), timeout)
-        self._check(response, addr)
+        await self._call(addr, RequestCode.UPDATE_AND_CREATE_TOPIC, header, timeout=timeout)
 
     async def get_topic_stats(self, addr: str, topic: str, timeout: float = ADMIN_RPC_TIMEOUT) -> TopicStatsTable:
         """GET_TOPIC_STATS_INFO."""
         header = GetTopicStatsInfoRequestHeader(topic=topic)
-        response = await self.invoke(addr, self._request(RequestCode.GET_TOPIC_STATS_INFO, header), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.GET_TOPIC_STATS_INFO, header, timeout=timeout)
         return self._body(TopicStatsTable, response, addr)
 
     async def get_consume_stats(self, addr: str, group: str, topic: str | None = None,
                                 timeout: float = ADMIN_RPC_TIMEOUT) -> ConsumeStats:
         """GET_CONSUME_STATS (all the group's topics when ``topic`` is None)."""
         header = GetConsumeStatsRequestHeader(consumer_group=group, topic=topic)
-        response = await self.invoke(addr, self._request(RequestCode.GET_CONSUME_STATS, header), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.GET_CONSUME_STATS, header, timeout=timeout)
         return self._body(ConsumeStats, response, addr)
 
     async def get_consumer_connection_list(self, addr: str, group: str,
                                            timeout: float = ADMIN_RPC_TIMEOUT) -> ConsumerConnection:
         """GET_CONSUMER_CONNECTION_LIST (CONSUMER_NOT_ONLINE raises `MQBrokerError`)."""
         header = GetConsumerConnectionListRequestHeader(consumer_group=group)
-        response = await self.invoke(addr, self._request(RequestCode.GET_CONSUMER_CONNECTION_LIST, header), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.GET_CONSUMER_CONNECTION_LIST, header, timeout=timeout)
         return self._body(ConsumerConnection, response, addr)
 
     async def invoke_broker_to_reset_offset(self, addr: str, topic: str, group: str, timestamp_ms: int,
@@ -536,8 +528,7 @@ class ClientAPI:
                                             timeout: float = ADMIN_RPC_TIMEOUT) -> dict[MessageQueue, int]:
         """INVOKE_BROKER_TO_RESET_OFFSET: the broker resets the group's offsets and tells its clients."""
         header = ResetOffsetRequestHeader(topic=topic, group=group, timestamp=timestamp_ms, is_force=is_force)
-        response = await self.invoke(addr, self._request(RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header), timeout)
-        self._check(response, addr)
+        response = await self._call(addr, RequestCode.INVOKE_BROKER_TO_RESET_OFFSET, header, timeout=timeout)
         if not response.body:
             return {}
         return dict(self._body(ResetOffsetBody, response, addr).offset_table)

@@ -11,13 +11,15 @@ import ipaddress
 import os
 import socket
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 from rocketflow.acl.signing import SessionCredentials
 from rocketflow.client.errors import MQClientError
 from rocketflow.net.event_loop import parse_event_loop_kind
 from rocketflow.net.tls import TlsClientSettings, TlsConfigError
+from rocketflow.protocol.names import InvalidNameError, validate_group
 from rocketflow.remoting.codes import LanguageCode
 
 #: The instance name every client starts with (``rocketmq.client.name``).
@@ -220,6 +222,41 @@ class ClientConfig:
 
 CLIENT_CONFIG_FIELDS: Final = frozenset(field.name for field in dataclasses.fields(ClientConfig))
 
+_SettingsT = TypeVar("_SettingsT")
+
+
+def check_group(role: str, group: str, reserved: str) -> None:
+    """Raise `MQClientError` unless ``group`` is a legal group name other than the ``role``'s (``"producer"``,
+    ``"consumer"``) ``reserved`` default, which RocketMQ refuses for user clients."""
+    try:
+        validate_group(group)
+    except InvalidNameError as exc:
+        raise MQClientError(f"{role} group: {exc}") from None
+    if group == reserved:
+        raise MQClientError(f"the {role} group cannot be {reserved!r}; choose another name")
+
+
+def split_settings(kind: str, settings_type: type[_SettingsT], settings: Mapping[str, Any], namesrv: str | None,
+                   client_config: ClientConfig | None) -> tuple[ClientConfig, _SettingsT]:
+    """A ``kind``'s (``"producer"``, ``"push consumer"``) keyword ``settings``, split between its `ClientConfig`
+    (a copy of ``client_config`` when given; ``namesrv`` sets ``namesrv_addr``) and its own ``settings_type``
+    dataclass. Raises `MQClientError` naming unknown or invalid settings."""
+    own_fields = frozenset(field.name for field in dataclasses.fields(settings_type))  # type: ignore[arg-type]
+    unknown = set(settings) - own_fields - CLIENT_CONFIG_FIELDS
+    if unknown:
+        raise MQClientError(f"unknown {kind} settings {sorted(unknown)}; known: "
+                            f"{sorted(own_fields | CLIENT_CONFIG_FIELDS)}")
+    client_settings = {name: value for name, value in settings.items() if name in CLIENT_CONFIG_FIELDS}
+    if namesrv is not None:
+        client_settings["namesrv_addr"] = namesrv
+    try:
+        config = client_config.copy(**client_settings) if client_config is not None \
+            else ClientConfig(**client_settings)
+        own = settings_type(**{name: value for name, value in settings.items() if name in own_fields})
+    except TypeError as exc:
+        raise MQClientError(f"invalid {kind} settings: {exc}") from None
+    return config, own
+
 
 def local_address_towards(addresses: list[str]) -> str:
     """The local IP the OS would use to reach the first reachable-looking ``host:port`` in
@@ -257,5 +294,7 @@ __all__ = [
     "DEFAULT_INSTANCE_NAME",
     "NAMESRV_ADDR_ENV",
     "ClientConfig",
+    "check_group",
     "local_address_towards",
+    "split_settings",
 ]

@@ -10,18 +10,16 @@ nothing at all while metrics are off).
 from __future__ import annotations
 
 import logging
-import threading
 from collections.abc import Coroutine, Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any, Final, Protocol, TypeVar, runtime_checkable
-from wsgiref.simple_server import WSGIServer
 
 from prometheus_client import CollectorRegistry, Counter, Histogram
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
-from prometheus_client.exposition import start_wsgi_server
 from prometheus_client.registry import Collector
 
 from rocketflow.client.errors import MQError
+from rocketflow.net.metrics_endpoint import MetricsEndpoint
 from rocketflow.protocol.bodies import ConsumeStatus
 from rocketflow.protocol.message import MessageQueue
 from rocketflow.version import __version__
@@ -218,9 +216,7 @@ class ClientMetrics:
         self.send_failures = Counter(PREFIX + "send_failures", "Send attempts that failed (each retry counts).",
                                      labelnames=["group", "topic"], registry=None)
         self.registry.register(ClientCollector(instance, self.send_rt, self.send_failures))
-        self._server: WSGIServer | None = None
-        self._thread: threading.Thread | None = None
-        self.host = ""
+        self.endpoint = MetricsEndpoint(self.registry, "client metrics")
 
     def observe_send(self, group: str, topic: str, seconds: float) -> None:
         """Record one successful send attempt."""
@@ -231,35 +227,30 @@ class ClientMetrics:
         self.send_failures.labels(group, topic).inc()
 
     @property
+    def host(self) -> str:
+        """The host ``/metrics`` was last served on ("" before)."""
+        return self.endpoint.host
+
+    @property
     def port(self) -> int:
         """The port ``/metrics`` is served on (0 when not serving)."""
-        return self._server.server_port if self._server is not None else 0
+        return self.endpoint.port
 
     @property
     def address(self) -> str | None:
         """``host:port`` of the endpoint, None when not serving."""
-        return f"{self.host}:{self.port}" if self._server is not None else None
+        return f"{self.host}:{self.port}" if self.endpoint.serving else None
 
     def serve(self, port: int, host: str = "127.0.0.1") -> None:
         """Serve ``/metrics`` on ``host:port``; raises `OSError` naming the address if it cannot bind."""
-        if self._server is not None:
+        if self.endpoint.serving:
             raise RuntimeError(f"client metrics are already served on {self.address}")
-        try:
-            self._server, self._thread = start_wsgi_server(port, addr=host, registry=self.registry)
-        except OSError as exc:
-            raise OSError(exc.errno, f"cannot serve client metrics on {host}:{port}: {exc.strerror or exc}") from None
-        self.host = host
+        self.endpoint.serve(port, host)
         logger.info("client %s metrics on http://%s:%d/metrics", self.instance.client_id, host, self.port)
 
     def stop(self) -> None:
         """Stop serving (idempotent)."""
-        server, thread = self._server, self._thread
-        self._server = self._thread = None
-        if server is not None:
-            server.shutdown()
-            server.server_close()
-        if thread is not None:
-            thread.join(5)
+        self.endpoint.stop()
 
 
 __all__ = [

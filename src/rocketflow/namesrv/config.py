@@ -2,16 +2,21 @@
 
 from __future__ import annotations
 
-import dataclasses
-import re
-import types
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Final, Union, get_args, get_origin, get_type_hints
+from typing import Any, Final
 
 from rocketflow.errors import RocketflowError
 from rocketflow.net.tls import ClientAuth, TlsConfigError, TlsMode, TlsServerSettings
+from rocketflow.properties_file import (
+    convert_setting,
+    field_types,
+    file_then_overrides,
+    make_settings,
+    parse_properties,
+    snake_case,
+)
 
 DEFAULT_NAMESRV_PORT = 9876
 
@@ -107,37 +112,13 @@ _IGNORED: Final = frozenset({
 })
 
 
-def _field_types() -> dict[str, Any]:
-    hints = get_type_hints(NamesrvConfig)
-    return {item.name: hints[item.name] for item in dataclasses.fields(NamesrvConfig)}
-
-
-def _convert(raw: str, hint: Any, where: str) -> object:
-    text = raw.strip()
-    if get_origin(hint) in (Union, types.UnionType):
-        if text == "" or text.lower() == "null":
-            return None
-        hint = next(member for member in get_args(hint) if member is not type(None))
-    try:
-        if hint is bool:
-            if text.lower() not in ("true", "false"):
-                raise ValueError("expected true or false")
-            return text.lower() == "true"
-        if hint is int:
-            return int(text)
-        if hint is float:
-            return float(text)
-        if hint is Path:
-            return Path(text).expanduser()
-        if hint is TlsMode:
-            return TlsMode.parse(text)
-        if hint is ClientAuth:
-            return ClientAuth.parse(text)
-        if hint is str:
-            return text
-    except (ValueError, TlsConfigError) as exc:
-        raise NamesrvConfigError(f"{where}={raw!r}: {exc}") from None
-    raise NamesrvConfigError(f"{where}: settings of type {hint!r} cannot be set from text")
+def _convert_tls(text: str, hint: Any) -> object:
+    """The TLS settings' types beyond the scalars."""
+    if hint is TlsMode:
+        return TlsMode.parse(text)
+    if hint is ClientAuth:
+        return ClientAuth.parse(text)
+    return NotImplemented
 
 
 def namesrv_overrides_from_properties(text: str, source: str = "namesrv.properties") -> dict[str, object]:
@@ -146,49 +127,31 @@ def namesrv_overrides_from_properties(text: str, source: str = "namesrv.properti
     Keys are RocketMQ's names (``listenPort``, ``kvConfigPath``, ``orderMessageEnable``,
     ``tls.server.*``...) or our own in camelCase or snake_case; unknown keys are an error.
     """
-    types_by_name = _field_types()
+    types_by_name = field_types(NamesrvConfig)
     result: dict[str, object] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped[0] in "#!":
-            continue
-        match = re.match(r"([^=:\s]+)\s*[=:\s]\s*(.*)$", stripped)
-        if match is None:
-            raise NamesrvConfigError(f"{source}:{number}: expected key=value, got {stripped!r}")
-        key, value = match.group(1), match.group(2)
+    for number, key, value in parse_properties(text, NamesrvConfigError, source):
         if key in _IGNORED:
             continue
-        name = _ALIASES.get(key) or re.sub(r"(?<=[a-z0-9])([A-Z])", r"_\1", key).lower()
+        name = _ALIASES.get(key) or snake_case(key)
         if name not in types_by_name:
             raise NamesrvConfigError(f"{source}:{number}: {key}: unknown setting (not a name-server setting)")
-        result[name] = _convert(value, types_by_name[name], f"{source}:{number}: {key}")
+        result[name] = convert_setting(value, types_by_name[name], f"{source}:{number}: {key}", NamesrvConfigError,
+                                       _convert_tls)
     return result
 
 
 def build_namesrv_config(overrides: Mapping[str, object] | None = None, *,
                          conf_file: str | Path | None = None) -> NamesrvConfig:
     """A `NamesrvConfig` from defaults, then a properties file (if given), then ``overrides`` (field names)."""
-    values: dict[str, object] = {}
-    if conf_file is not None:
-        path = Path(conf_file)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise NamesrvConfigError(f"cannot read {path}: {exc.strerror or exc}") from None
-        values.update(namesrv_overrides_from_properties(text, str(path)))
-    values.update({key: value for key, value in (overrides or {}).items() if value is not None})
-    unknown = sorted(set(values) - set(_field_types()))
+    values = file_then_overrides(conf_file, overrides, namesrv_overrides_from_properties, NamesrvConfigError)
+    unknown = sorted(set(values) - set(field_types(NamesrvConfig)))
     if unknown:
         raise NamesrvConfigError(f"unknown name-server setting(s) {', '.join(unknown)}")
     port = values.get("port", DEFAULT_NAMESRV_PORT)
     if not isinstance(port, int) or not 0 <= port <= 65535:
         raise NamesrvConfigError(f"port must be in 0..65535, got {port!r}")
-    try:
-        return NamesrvConfig(**values)  # type: ignore[arg-type]
-    except TlsConfigError:
-        raise
-    except (TypeError, ValueError) as exc:
-        raise NamesrvConfigError(str(exc)) from None
+    return make_settings(lambda: NamesrvConfig(**values), NamesrvConfigError,  # type: ignore[arg-type]
+                         TlsConfigError)
 
 
 __all__ = [

@@ -17,7 +17,7 @@ import ssl
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import Final, TypeVar
 
 from rocketflow.errors import RocketflowError
 from rocketflow.net.errors import RemotingConnectError
@@ -40,6 +40,20 @@ class TlsHandshakeError(RemotingConnectError):
     """The TLS handshake with a server failed (certificate not trusted, protocol mismatch...)."""
 
 
+_NamedT = TypeVar("_NamedT", bound=enum.Enum)
+
+
+def _parse_named(cls: type[_NamedT], value: _NamedT | str, what: str) -> _NamedT:
+    """A member of ``cls`` from its value, case-insensitive; `TlsConfigError` names the allowed ones."""
+    if isinstance(value, cls):
+        return value
+    try:
+        return cls(str(value).strip().lower())
+    except ValueError:
+        *first, last = (member.value for member in cls)
+        raise TlsConfigError(f"unknown {what} {value!r}: expected {', '.join(first)} or {last}") from None
+
+
 class TlsMode(enum.Enum):
     """How a server treats TLS (``tls.server.mode``)."""
 
@@ -50,12 +64,7 @@ class TlsMode(enum.Enum):
     @classmethod
     def parse(cls, value: TlsMode | str) -> TlsMode:
         """A mode from its name (case-insensitive); `TlsConfigError` names the allowed ones."""
-        if isinstance(value, TlsMode):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise TlsConfigError(f"unknown TLS mode {value!r}: expected disabled, permissive or enforcing") from None
+        return _parse_named(cls, value, "TLS mode")
 
 
 class ClientAuth(enum.Enum):
@@ -68,12 +77,7 @@ class ClientAuth(enum.Enum):
     @classmethod
     def parse(cls, value: ClientAuth | str) -> ClientAuth:
         """A client-auth setting from its name (case-insensitive)."""
-        if isinstance(value, ClientAuth):
-            return value
-        try:
-            return cls(str(value).strip().lower())
-        except ValueError:
-            raise TlsConfigError(f"unknown client auth {value!r}: expected none, optional or require") from None
+        return _parse_named(cls, value, "client auth")
 
 
 def _load_cert_chain(context: ssl.SSLContext, cert_path: str | Path, key_path: str | Path | None,

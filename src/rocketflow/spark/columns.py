@@ -247,17 +247,22 @@ def _constant_strings(text: str, count: int) -> Any:
     return pa.Array.from_buffers(pa.string(), count, [None, pa.py_buffer(offsets), pa.py_buffer(raw * count)])
 
 
+def _string_bytes(texts: Any) -> tuple[Any, Any, Any]:
+    """A string array's ``count + 1`` offsets (int64), its data buffer and that buffer's bytes (uint8)."""
+    texts = texts.cast(pa.string())
+    _, offsets_buffer, data_buffer = texts.buffers()
+    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=len(texts) + 1, offset=texts.offset * 4)
+    data = data_buffer if data_buffer is not None else pa.py_buffer(b"")
+    return offsets.astype(np.int64), data, np.frombuffer(data, dtype=np.uint8)
+
+
 def properties_map(texts: Any) -> Any:
     """``map<string,string>`` of properties strings (``k 0x01 v 0x02 ...``), split the way
     `rocketflow.protocol.properties.decode_properties` splits them: entries end at 0x02 or at the end
     of the text, the key ends at an entry's first 0x01, entries without a key or a value are dropped.
     Repeated keys stay repeated, in order (a lookup takes the last)."""
     count = len(texts)
-    texts = texts.cast(pa.string())
-    _, offsets_buffer, data_buffer = texts.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=count + 1, offset=texts.offset * 4).astype(np.int64)
-    data = data_buffer if data_buffer is not None else pa.py_buffer(b"")
-    chars = np.frombuffer(data, dtype=np.uint8)
+    offsets, data, chars = _string_bytes(texts)
     base = int(offsets[0])
     used = chars[base:int(offsets[-1])]
     separators = np.flatnonzero(used == 2) + base
@@ -306,11 +311,7 @@ def property_values(texts: Any, *keys: str) -> list[Any]:
     source needs three keys of it when the map column is left out). Entries split as in
     `properties_map`; an entry with an empty value does not count."""
     count = len(texts)
-    texts = texts.cast(pa.string())
-    _, offsets_buffer, data_buffer = texts.buffers()
-    offsets = np.frombuffer(offsets_buffer, dtype=np.int32, count=count + 1, offset=texts.offset * 4).astype(np.int64)
-    data = data_buffer if data_buffer is not None else pa.py_buffer(b"")
-    chars = np.frombuffer(data, dtype=np.uint8)
+    offsets, data, chars = _string_bytes(texts)
     base, end = int(offsets[0]), int(offsets[-1])
     record_ends = offsets[1:]
     separators = np.flatnonzero(chars[base:end] == 2) + base

@@ -98,17 +98,18 @@ def create_abort_marker(path: Path) -> bool:
         os.fsync(fd)
     finally:
         os.close(fd)
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
     return existed
 
 
 def remove_abort_marker(path: Path) -> None:
     with contextlib.suppress(FileNotFoundError):
         path.unlink()
-    _fsync_dir(path.parent)
+    fsync_dir(path.parent)
 
 
-def _fsync_dir(directory: Path) -> None:
+def fsync_dir(directory: Path) -> None:
+    """Make a rename or a new file in ``directory`` durable (best effort: not every file system can)."""
     with contextlib.suppress(OSError):
         fd = os.open(directory, os.O_RDONLY)
         try:

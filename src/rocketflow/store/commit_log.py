@@ -145,19 +145,9 @@ class CommitLog:
         return mapped.read(position, size if max_size is None else min(size, max_size))
 
     # -- recovery --------------------------------------------------------------------------
-
-    # -- recovery --------------------------------------------------------------------------
-    def scan(
-        self,
-        start_offset: int,
-        verify_crc: bool,
-        on_batch: Callable[[DispatchBatch], None] | None,
-        after_crash: bool = False,
-        end_offset: int | None = None,
-        *,
-        dispatch_from: int = 0,
-        batch_records: int = SCAN_BATCH_RECORDS,
-    ) -> int:
+    def scan(self, start_offset: int, verify_crc: bool, on_batch: Callable[[DispatchBatch], None] | None,
+             after_crash: bool = False, end_offset: int | None = None, *, dispatch_from: int = 0,
+             batch_records: int = SCAN_BATCH_RECORDS) -> int:
         """Walk records from `start_offset` while they are valid; returns the offset where they end
         (see `scan.scan_records`)."""
         return scan_records(self.files, self.config.delay_levels_ms, start_offset, verify_crc, on_batch,

@@ -55,6 +55,7 @@ from rocketflow.protocol.bodies import (
 )
 from rocketflow.remoting import fastjson
 from rocketflow.remoting.errors import ProtocolError
+from rocketflow.store.checkpoint import fsync_dir
 
 log = logging.getLogger(__name__)
 
@@ -91,17 +92,7 @@ def write_atomically(path: Path, data: bytes) -> None:
         if previous:
             _write_synced(bak, previous)
     os.replace(tmp, path)
-    _fsync_dir(path.parent)
-
-
-def _fsync_dir(directory: Path) -> None:
-    """Make a rename or a new file in ``directory`` durable (best effort: not every file system can)."""
-    with contextlib.suppress(OSError):
-        dir_fd = os.open(directory, os.O_RDONLY)
-        try:
-            os.fsync(dir_fd)
-        finally:
-            os.close(dir_fd)
+    fsync_dir(path.parent)
 
 
 class JsonConfigFile(Generic[BodyT]):
@@ -168,8 +159,11 @@ class JournaledTable(Generic[ConfigT, WrapperT]):
     #: the journal is folded into a new snapshot once it outgrows the snapshot, or this size
     CHECKPOINT_MIN_BYTES = 64 * 1024
 
-    def __init__(self, path: Path, wrapper_type: type[WrapperT]) -> None:
+    def __init__(self, path: Path, wrapper_type: type[WrapperT], entry_type: type[ConfigT], what: str) -> None:
+        """``entry_type``'s entries (each ``what``, named by `_name`) in ``wrapper_type``'s table at ``path``."""
         self.file: JsonConfigFile[WrapperT] = JsonConfigFile(path, wrapper_type, wrapper_type)
+        self._entry_type: type[ConfigT] = entry_type
+        self._what = what
         self.journal_path = path.with_name(path.name + JOURNAL_SUFFIX)
         self.wrapper: WrapperT = wrapper_type()
         #: writes this table's changes off the caller's thread; None = the changing thread writes them
@@ -193,11 +187,17 @@ class JournaledTable(Generic[ConfigT, WrapperT]):
         raise NotImplementedError
 
     def _decode_entry(self, data: object, where: str) -> ConfigT:
-        raise NotImplementedError
+        config: ConfigT = self._entry_type.from_json_dict(data, where)
+        if not self._name(config):
+            raise ValueError(f"a {self._what} without a name")
+        return config
 
     def _copy(self) -> WrapperT:
         """A snapshot: the entry map copied (entries are replaced, never changed in place) and the version."""
-        raise NotImplementedError
+        version = self.wrapper.data_version
+        # typed loosely: mypy checks every pairing of the two constrained type variables, not just the two used
+        entries: dict[str, Any] = dict(self._entries(self.wrapper))
+        return self.file.body_type(entries, DataVersion(version.timestamp, version.counter))
 
     @property
     def name(self) -> str:
@@ -359,7 +359,7 @@ class JournaledTable(Generic[ConfigT, WrapperT]):
         finally:
             os.close(fd)
         if created:
-            _fsync_dir(self.journal_path.parent)
+            fsync_dir(self.journal_path.parent)
         self._journal_bytes += size
         self._journal_max_counter = max(self._journal_max_counter, counter)
 
@@ -438,21 +438,10 @@ class TopicConfigTable(JournaledTable[TopicConfig, TopicConfigSerializeWrapper])
     """`topics.json`: topic name -> TopicConfig, with a data version bumped on every change."""
 
     def __init__(self, config_dir: Path) -> None:
-        super().__init__(config_dir / TOPICS_FILE, TopicConfigSerializeWrapper)
+        super().__init__(config_dir / TOPICS_FILE, TopicConfigSerializeWrapper, TopicConfig, "topic")
 
     def _entries(self, wrapper: TopicConfigSerializeWrapper) -> dict[str, TopicConfig]:
         return wrapper.topic_config_table
-
-    def _decode_entry(self, data: object, where: str) -> TopicConfig:
-        config = TopicConfig.from_json_dict(data, where)
-        if not config.topic_name:
-            raise ValueError("a topic without a name")
-        return config
-
-    def _copy(self) -> TopicConfigSerializeWrapper:
-        version = self.wrapper.data_version
-        return TopicConfigSerializeWrapper(dict(self.wrapper.topic_config_table),
-                                           DataVersion(version.timestamp, version.counter))
 
     @property
     def topics(self) -> dict[str, TopicConfig]:
@@ -463,21 +452,11 @@ class SubscriptionGroupTable(JournaledTable[SubscriptionGroupConfig, Subscriptio
     """`subscriptionGroup.json`: group name -> SubscriptionGroupConfig, with a data version."""
 
     def __init__(self, config_dir: Path) -> None:
-        super().__init__(config_dir / SUBSCRIPTION_GROUP_FILE, SubscriptionGroupWrapper)
+        super().__init__(config_dir / SUBSCRIPTION_GROUP_FILE, SubscriptionGroupWrapper, SubscriptionGroupConfig,
+                         "group")
 
     def _entries(self, wrapper: SubscriptionGroupWrapper) -> dict[str, SubscriptionGroupConfig]:
         return wrapper.subscription_group_table
-
-    def _decode_entry(self, data: object, where: str) -> SubscriptionGroupConfig:
-        config = SubscriptionGroupConfig.from_json_dict(data, where)
-        if not config.group_name:
-            raise ValueError("a group without a name")
-        return config
-
-    def _copy(self) -> SubscriptionGroupWrapper:
-        version = self.wrapper.data_version
-        return SubscriptionGroupWrapper(dict(self.wrapper.subscription_group_table),
-                                        DataVersion(version.timestamp, version.counter))
 
     @property
     def groups(self) -> dict[str, SubscriptionGroupConfig]:
@@ -555,12 +534,28 @@ class ConfigPersister:
                     log.exception("persisting %s failed", table.name)
 
 
-class ConsumerOffsetManager:
+class _OffsetsFile(Generic[BodyT]):
+    """An offsets table kept under a lock and written whole to one file (periodically and at stop)."""
+
+    def __init__(self, path: Path, body_type: type[BodyT]) -> None:
+        self.file = JsonConfigFile(path, body_type, body_type)
+        self._lock = threading.Lock()
+
+    def _write(self, snapshot: Callable[[], BodyT]) -> None:
+        """Write the body ``snapshot()`` makes of the table under the lock (encoded outside it)."""
+        def encoded() -> bytes:
+            with self._lock:
+                body = snapshot()
+            return body.encode(pretty=True)
+
+        self.file.write_with(encoded)
+
+
+class ConsumerOffsetManager(_OffsetsFile[ConsumerOffsetTable]):
     """`consumerOffset.json`: `"topic@group"` -> queue id -> committed offset."""
 
     def __init__(self, config_dir: Path) -> None:
-        self.file = JsonConfigFile(config_dir / CONSUMER_OFFSET_FILE, ConsumerOffsetTable, ConsumerOffsetTable)
-        self._lock = threading.Lock()
+        super().__init__(config_dir / CONSUMER_OFFSET_FILE, ConsumerOffsetTable)
         self.table: dict[str, dict[int, int]] = {}
 
     @staticmethod
@@ -572,12 +567,7 @@ class ConsumerOffsetManager:
             self.table = self.file.load().offset_table
 
     def persist(self) -> None:
-        def encoded() -> bytes:
-            with self._lock:
-                snapshot = {key: dict(queues) for key, queues in self.table.items()}
-            return ConsumerOffsetTable(offset_table=snapshot).encode(pretty=True)
-
-        self.file.write_with(encoded)
+        self._write(lambda: ConsumerOffsetTable(offset_table={key: dict(queues) for key, queues in self.table.items()}))
 
     def commit_offset(self, group: str, topic: str, queue_id: int, offset: int) -> None:
         with self._lock:
@@ -612,12 +602,11 @@ class ConsumerOffsetManager:
             self.table = {key: value for key, value in self.table.items() if not key.endswith("@" + group)}
 
 
-class DelayOffsetManager:
+class DelayOffsetManager(_OffsetsFile[DelayOffsetTable]):
     """`delayOffset.json`: delay level -> consume offset in SCHEDULE_TOPIC_XXXX queue (level - 1)."""
 
     def __init__(self, config_dir: Path) -> None:
-        self.file = JsonConfigFile(config_dir / DELAY_OFFSET_FILE, DelayOffsetTable, DelayOffsetTable)
-        self._lock = threading.Lock()
+        super().__init__(config_dir / DELAY_OFFSET_FILE, DelayOffsetTable)
         self.table: dict[int, int] = {}
 
     def load(self) -> None:
@@ -625,12 +614,7 @@ class DelayOffsetManager:
             self.table = self.file.load().offset_table
 
     def persist(self) -> None:
-        def encoded() -> bytes:
-            with self._lock:
-                snapshot = dict(self.table)
-            return DelayOffsetTable(offset_table=snapshot).encode(pretty=True)
-
-        self.file.write_with(encoded)
+        self._write(lambda: DelayOffsetTable(offset_table=dict(self.table)))
 
     def take_over(self, table: dict[int, int]) -> None:
         """Replace the table (a slave copying its master's)."""

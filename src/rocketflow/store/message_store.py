@@ -272,16 +272,8 @@ class MessageStore:
         return self.put_service.put_encoded_batches(batches)
 
     # ------------------------------------------------------------------ gets
-    def get_messages(
-        self,
-        group: str,
-        topic: str,
-        queue_id: int,
-        offset: int,
-        max_count: int,
-        message_filter: MessageFilter | None = None,
-        max_bytes: int | None = None,
-    ) -> GetMessageResult:
+    def get_messages(self, group: str, topic: str, queue_id: int, offset: int, max_count: int,
+                     message_filter: MessageFilter | None = None, max_bytes: int | None = None) -> GetMessageResult:
         """Read up to `max_count` records of a queue from logical `offset` (see `ReadService.get_messages`)."""
         if not self._running:
             raise StoreNotRunningError("message store is not running")

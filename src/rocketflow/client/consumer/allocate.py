@@ -35,13 +35,8 @@ class AllocateMessageQueueStrategy(ABC):
         """The Java ``getName()`` value, e.g. ``"AVG"``."""
 
     @abstractmethod
-    def allocate(
-        self,
-        consumer_group: str,
-        current_cid: str,
-        mq_all: Sequence[MessageQueue],
-        cid_all: Sequence[str],
-    ) -> list[MessageQueue]:
+    def allocate(self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue],
+                 cid_all: Sequence[str]) -> list[MessageQueue]:
         """Return the share of ``current_cid`` among ``cid_all`` of the queues ``mq_all``.
 
         Raises `ValueError` when ``current_cid``, ``mq_all`` or ``cid_all`` is empty; returns an
@@ -63,25 +58,31 @@ class AllocateMessageQueueStrategy(ABC):
         return f"{type(self).__name__}()"
 
 
-class AllocateMessageQueueAveragely(AllocateMessageQueueStrategy):
-    """Contiguous blocks; the first ``len(mq_all) % len(cid_all)`` consumers get one queue more (default)."""
+class _CheckedStrategy(AllocateMessageQueueStrategy):
+    """A strategy that runs RocketMQ's argument checks, then computes the share of a member."""
 
-    @property
-    def name(self) -> str:
-        return "AVG"
-
-    def allocate(
-        self,
-        consumer_group: str,
-        current_cid: str,
-        mq_all: Sequence[MessageQueue],
-        cid_all: Sequence[str],
-    ) -> list[MessageQueue]:
+    def allocate(self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue],
+                 cid_all: Sequence[str]) -> list[MessageQueue]:
         if not self._check(current_cid, mq_all, cid_all):
             return []
+        return self._share(consumer_group, current_cid, mq_all, cid_all)
+
+    @abstractmethod
+    def _share(self, group: str, cid: str, mq_all: Sequence[MessageQueue],
+               cid_all: Sequence[str]) -> list[MessageQueue]:
+        """The share of ``cid``, one of ``cid_all``, of the queues ``mq_all`` (the arguments are checked)."""
+
+
+class AllocateMessageQueueAveragely(_CheckedStrategy):
+    """Contiguous blocks; the first ``len(mq_all) % len(cid_all)`` consumers get one queue more (default)."""
+
+    name = "AVG"
+
+    def _share(self, group: str, cid: str, mq_all: Sequence[MessageQueue],
+               cid_all: Sequence[str]) -> list[MessageQueue]:
         queue_count = len(mq_all)
         consumer_count = len(cid_all)
-        index = cid_all.index(current_cid)
+        index = cid_all.index(cid)
         mod = queue_count % consumer_count
         gets_extra = mod > 0 and index < mod
         size = 1 if queue_count <= consumer_count else queue_count // consumer_count + int(gets_extra)
@@ -91,43 +92,27 @@ class AllocateMessageQueueAveragely(AllocateMessageQueueStrategy):
         return [mq_all[(start + k) % queue_count] for k in range(count)]
 
 
-class AllocateMessageQueueAveragelyByCircle(AllocateMessageQueueStrategy):
+class AllocateMessageQueueAveragelyByCircle(_CheckedStrategy):
     """Round robin: consumer ``i`` takes queues ``i, i + c, i + 2c, ...``."""
 
-    @property
-    def name(self) -> str:
-        return "AVG_BY_CIRCLE"
+    name = "AVG_BY_CIRCLE"
 
-    def allocate(
-        self,
-        consumer_group: str,
-        current_cid: str,
-        mq_all: Sequence[MessageQueue],
-        cid_all: Sequence[str],
-    ) -> list[MessageQueue]:
-        if not self._check(current_cid, mq_all, cid_all):
-            return []
-        index = cid_all.index(current_cid)
+    def _share(self, group: str, cid: str, mq_all: Sequence[MessageQueue],
+               cid_all: Sequence[str]) -> list[MessageQueue]:
+        index = cid_all.index(cid)
         return list(mq_all[index :: len(cid_all)])
 
 
 class AllocateMessageQueueByConfig(AllocateMessageQueueStrategy):
     """Always the configured queues, whatever the inputs (every consumer gets the same list; no checks)."""
 
+    name = "CONFIG"
+
     def __init__(self, queues: Sequence[MessageQueue]) -> None:
         self.queues: list[MessageQueue] = list(queues)
 
-    @property
-    def name(self) -> str:
-        return "CONFIG"
-
-    def allocate(
-        self,
-        consumer_group: str,
-        current_cid: str,
-        mq_all: Sequence[MessageQueue],
-        cid_all: Sequence[str],
-    ) -> list[MessageQueue]:
+    def allocate(self, consumer_group: str, current_cid: str, mq_all: Sequence[MessageQueue],
+                 cid_all: Sequence[str]) -> list[MessageQueue]:
         return list(self.queues)
 
     def __repr__(self) -> str:
@@ -142,33 +127,28 @@ def _java_split(text: str, separator: str) -> list[str]:
     return parts
 
 
-class AllocateMessageQueueByMachineRoom(AllocateMessageQueueStrategy):
+class AllocateMessageQueueByMachineRoom(_CheckedStrategy):
     """Only queues of brokers named ``<room>@<name>`` whose room is one of ``consumer_idcs``, spread evenly.
 
     Consumer ``i`` takes a block of ``len(P) // c`` queues, plus ``P[i + (len(P) // c) * c]`` when
     ``i < len(P) % c`` (P = the kept queues in input order).
     """
 
+    name = "MACHINE_ROOM"
+
     def __init__(self, consumer_idcs: Collection[str]) -> None:
         self.consumer_idcs: frozenset[str] = frozenset(consumer_idcs)
 
-    @property
-    def name(self) -> str:
-        return "MACHINE_ROOM"
-
-    def allocate(
-        self,
-        consumer_group: str,
-        current_cid: str,
-        mq_all: Sequence[MessageQueue],
-        cid_all: Sequence[str],
-    ) -> list[MessageQueue]:
-        # 4.9.3 tests this one with commons-lang isBlank: a whitespace-only id is "empty" too.
+    @staticmethod
+    def _check(current_cid: str, mq_all: Sequence[MessageQueue], cid_all: Sequence[str]) -> bool:
+        """4.9.3 tests this one's id with commons-lang isBlank: a whitespace-only id is "empty" too."""
         if not current_cid.strip():
             raise ValueError("currentCID is empty")
-        if not self._check(current_cid, mq_all, cid_all):
-            return []
-        index = cid_all.index(current_cid)
+        return AllocateMessageQueueStrategy._check(current_cid, mq_all, cid_all)
+
+    def _share(self, group: str, cid: str, mq_all: Sequence[MessageQueue],
+               cid_all: Sequence[str]) -> list[MessageQueue]:
+        index = cid_all.index(cid)
         kept = [mq for mq in mq_all if self._in_my_rooms(mq.broker_name)]
         consumer_count = len(cid_all)
         block, remainder = divmod(len(kept), consumer_count)
@@ -185,7 +165,7 @@ class AllocateMessageQueueByMachineRoom(AllocateMessageQueueStrategy):
         return f"AllocateMessageQueueByMachineRoom(consumer_idcs={sorted(self.consumer_idcs)!r})"
 
 
-class AllocateMessageQueueConsistentHash(AllocateMessageQueueStrategy):
+class AllocateMessageQueueConsistentHash(_CheckedStrategy):
     """A hash ring of ``virtual_node_count`` points per consumer (keys ``"<cid>-<k>"``).
 
     A queue goes to the owner of the first ring point at or after the hash of ``str(mq)`` (Java's
@@ -201,26 +181,17 @@ class AllocateMessageQueueConsistentHash(AllocateMessageQueueStrategy):
         self.virtual_node_count = virtual_node_count
         self.hash_function: HashFunction = hash_function if hash_function is not None else md5_hash
 
-    @property
-    def name(self) -> str:
-        return "CONSISTENT_HASH"
+    name = "CONSISTENT_HASH"
 
-    def allocate(
-        self,
-        consumer_group: str,
-        current_cid: str,
-        mq_all: Sequence[MessageQueue],
-        cid_all: Sequence[str],
-    ) -> list[MessageQueue]:
-        if not self._check(current_cid, mq_all, cid_all):
-            return []
+    def _share(self, group: str, cid: str, mq_all: Sequence[MessageQueue],
+               cid_all: Sequence[str]) -> list[MessageQueue]:
         ring: SortedDict[int, str] = SortedDict()
-        for cid in cid_all:
+        for member in cid_all:
             for k in range(self.virtual_node_count):
-                ring[self.hash_function(f"{cid}-{k}")] = cid
+                ring[self.hash_function(f"{member}-{k}")] = member
         if not ring:  # zero virtual nodes: nobody owns anything (as in Java)
             return []
-        return [mq for mq in mq_all if self._owner(ring, str(mq)) == current_cid]
+        return [mq for mq in mq_all if self._owner(ring, str(mq)) == cid]
 
     def _owner(self, ring: SortedDict[int, str], key: str) -> str:
         position = ring.bisect_left(self.hash_function(key))
@@ -244,7 +215,7 @@ class MachineRoomResolver(Protocol):
         ...
 
 
-class AllocateMachineRoomNearby(AllocateMessageQueueStrategy):
+class AllocateMachineRoomNearby(_CheckedStrategy):
     """Prefer queues in the consumer's own room; queues of rooms without consumers are shared by all.
 
     The queues of my room are split by ``inner`` among the consumers of my room; then, for every
@@ -264,15 +235,8 @@ class AllocateMachineRoomNearby(AllocateMessageQueueStrategy):
     def name(self) -> str:
         return f"MACHINE_ROOM_NEARBY-{self.inner.name}"
 
-    def allocate(
-        self,
-        consumer_group: str,
-        current_cid: str,
-        mq_all: Sequence[MessageQueue],
-        cid_all: Sequence[str],
-    ) -> list[MessageQueue]:
-        if not self._check(current_cid, mq_all, cid_all):
-            return []
+    def _share(self, group: str, cid: str, mq_all: Sequence[MessageQueue],
+               cid_all: Sequence[str]) -> list[MessageQueue]:
         queues_by_room: dict[str, list[MessageQueue]] = {}
         for mq in mq_all:
             room = self.resolver.broker_deploy_in(mq)
@@ -281,21 +245,21 @@ class AllocateMachineRoomNearby(AllocateMessageQueueStrategy):
             queues_by_room.setdefault(room, []).append(mq)
         consumers_by_room: dict[str, list[str]] = {}
         my_room = ""
-        for cid in cid_all:
-            room = self.resolver.consumer_deploy_in(cid)
+        for member in cid_all:
+            room = self.resolver.consumer_deploy_in(member)
             if not room:
-                raise ValueError(f"Machine room is null for consumer id {cid}")
-            consumers_by_room.setdefault(room, []).append(cid)
-            if cid == current_cid:
+                raise ValueError(f"Machine room is null for consumer id {member}")
+            consumers_by_room.setdefault(room, []).append(member)
+            if member == cid:
                 my_room = room
 
         result: list[MessageQueue] = []
         my_room_queues = queues_by_room.pop(my_room, [])
         if my_room_queues:
-            result.extend(self.inner.allocate(consumer_group, current_cid, my_room_queues, consumers_by_room[my_room]))
+            result.extend(self.inner.allocate(group, cid, my_room_queues, consumers_by_room[my_room]))
         for room in sorted(queues_by_room):
             if room not in consumers_by_room:
-                result.extend(self.inner.allocate(consumer_group, current_cid, queues_by_room[room], cid_all))
+                result.extend(self.inner.allocate(group, cid, queues_by_room[room], cid_all))
         return result
 
     def __repr__(self) -> str:

@@ -1,9 +1,9 @@
 """`ConsumerBase`: what the push and the pull consumer share as members of a group on a client instance.
 
-Their checked options (`rocketflow.client.consumer.options`), their lifecycle state, joining the
-client instance (one per client id and name servers) with the offset store of their message model
-(the brokers' for clustering, a local file for broadcasting), leaving it again, and the
-subscription table they announce, held by their rebalance.
+Their constructor and its checked options (`rocketflow.client.consumer.options`), their lifecycle
+state, joining the client instance (one per client id and name servers) with the offset store of
+their message model (the brokers' for clustering, a local file for broadcasting), persisting its
+offsets, leaving it again, and the subscription table they announce, held by their rebalance.
 """
 
 from __future__ import annotations
@@ -11,16 +11,25 @@ from __future__ import annotations
 import contextlib
 import logging
 import threading
+from abc import ABC, abstractmethod
 from collections.abc import Coroutine
+from datetime import datetime
 from pathlib import Path
-from typing import Any, Generic, TypeVar
+from typing import Any, Generic, Self, TypeVar
 
+from rocketflow.client.config import ClientConfig
+from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
 from rocketflow.client.consumer.coordinator.rebalance import RebalanceImpl
-from rocketflow.client.consumer.offset_store import LocalFileOffsetStore, OffsetStore, RemoteBrokerOffsetStore
-from rocketflow.client.consumer.options import ConsumerOptions, ServiceState
+from rocketflow.client.consumer.offset_store import (
+    LocalFileOffsetStore,
+    OffsetStore,
+    RemoteBrokerOffsetStore,
+    commit_offsets_to_brokers,
+)
+from rocketflow.client.consumer.options import ServiceState, consumer_options
 from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.instance import LIFECYCLE_TIMEOUT, ClientInstance
-from rocketflow.protocol.bodies import ConsumerData, ConsumeType, MessageModel
+from rocketflow.protocol.bodies import ConsumeFromWhere, ConsumerData, ConsumeType, MessageModel
 from rocketflow.protocol.message import MessageQueue
 
 logger = logging.getLogger(__name__)
@@ -28,14 +37,29 @@ logger = logging.getLogger(__name__)
 _SettingsT = TypeVar("_SettingsT")
 
 
-class ConsumerBase(Generic[_SettingsT]):
+class ConsumerBase(ABC, Generic[_SettingsT]):
     """A consumer group member's options, state, client instance and offset store (see the module)."""
 
     #: ``"push consumer"`` or ``"pull consumer"``, as errors name the consumer
     kind: str
+    #: The dataclass of the consumer's own settings (`PushConsumerSettings`, `PullConsumerSettings`).
+    settings_type: type[_SettingsT]
     rebalance: RebalanceImpl
 
-    def __init__(self, options: ConsumerOptions[_SettingsT]) -> None:
+    def __init__(self, group: str, namesrv: str | None = None, *,
+                 message_model: MessageModel = MessageModel.CLUSTERING,
+                 consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
+                 consume_timestamp: str | datetime | None = None,
+                 allocate_strategy: AllocateMessageQueueStrategy | None = None,
+                 client_config: ClientConfig | None = None, **settings: Any) -> None:
+        """``settings`` are fields of the consumer's `settings_type` and `ClientConfig` fields (``instance_name``,
+        ``rebalance_interval``, ``persist_consumer_offset_interval``, ...); ``namesrv`` is
+        ``"host:port;host:port"``; ``consume_timestamp`` (for CONSUME_FROM_TIMESTAMP) is
+        ``yyyyMMddHHmmss`` local time or a datetime, default half an hour ago."""
+        options = consumer_options(self.kind, self.settings_type, group, namesrv,
+                                   message_model=message_model, consume_from=consume_from,
+                                   consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
+                                   client_config=client_config, settings=settings)
         self.settings: _SettingsT = options.settings
         self.consume_timestamp_ms = options.consume_timestamp_ms
         self.consume_timestamp: str = options.consume_timestamp
@@ -49,6 +73,11 @@ class ConsumerBase(Generic[_SettingsT]):
         self._instance: ClientInstance | None = None
         self._instance_started = False
         self._offset_store: OffsetStore | None = None
+        self._setup()
+
+    @abstractmethod
+    def _setup(self) -> None:
+        """Make the consumer's own state and the parts that do not need the client instance (end of `__init__`)."""
 
     # ------------------------------------------------------------------ parts (valid once started)
 
@@ -76,6 +105,41 @@ class ConsumerBase(Generic[_SettingsT]):
     @property
     def state(self) -> ServiceState:
         return self._state
+
+    # ------------------------------------------------------------------ lifecycle
+
+    def _check_startable(self) -> None:
+        """Raise `MQClientError` when the consumer lacks something to start (under the state lock)."""
+
+    @abstractmethod
+    def _start(self) -> None:
+        """Start the consumer's parts and join the client instance; the state becomes RUNNING."""
+
+    @abstractmethod
+    def _abort_start(self) -> None:
+        """Undo what a failed `_start` did."""
+
+    def _start_once(self) -> None:
+        """Run `_start` once in the consumer's life (`_abort_start` when it fails); raises `MQClientError`."""
+        with self._state_lock:
+            if self._state is not ServiceState.CREATE_JUST:
+                raise MQClientError(f"{self.kind} {self.group!r} is {self._state.name}; a consumer starts once")
+            self._check_startable()
+            self._state = ServiceState.START_FAILED
+        try:
+            self._start()
+        except BaseException:
+            self._abort_start()
+            raise
+
+    def __enter__(self) -> Self:
+        if self._state is ServiceState.CREATE_JUST:
+            self.start()
+        return self
+
+    @abstractmethod
+    def start(self) -> None:
+        """Join (or create) the client instance and start; raises `MQClientError`."""
 
     # ------------------------------------------------------------------ joining and leaving the instance
 
@@ -145,6 +209,14 @@ class ConsumerBase(Generic[_SettingsT]):
             self._state = ServiceState.SHUTDOWN_ALREADY
         return True
 
+    async def _persist_offsets_now(self, store: OffsetStore, mqs: list[MessageQueue]) -> list[str]:
+        """Persist the offsets of ``mqs``: to the local file (broadcasting) or by acknowledged
+        UPDATE_CONSUMER_OFFSETs (clustering); the brokers' failures (`commit_offsets_to_brokers`)."""
+        if self.message_model is MessageModel.BROADCASTING:
+            await store.persist_all(mqs)
+            return []
+        return await commit_offsets_to_brokers(store, mqs, self.group)
+
     def _leave_instance(self) -> None:
         """Unregister this consumer's group and release the instance (the end of `shutdown`)."""
         instance = self.instance
@@ -159,6 +231,16 @@ class ConsumerBase(Generic[_SettingsT]):
         """topic -> subscription expression (a push consumer in clustering mode has its retry topic there
         once started)."""
         return self.rebalance.subscriptions()
+
+    async def _heartbeat_and_rebalance(self, heartbeat: str) -> None:
+        """Announce the subscriptions to every broker (a failure is logged as ``heartbeat`` failed) and
+        rebalance at once."""
+        instance = self.instance
+        try:
+            await instance.send_heartbeat_to_all_brokers()
+        except MQError as exc:
+            logger.warning("%s: %s failed: %s", self.group, heartbeat, exc)
+        instance.rebalance_immediately()
 
     def _consumer_data(self, consume_type: ConsumeType) -> ConsumerData:
         return ConsumerData(self.group, consume_type, self.message_model, self.consume_from,

@@ -2,7 +2,8 @@
 
 `consumer_options` validates the group, message model, ``consume_from``, ``consume_timestamp`` and
 allocation strategy, and splits the keyword settings between `ClientConfig` and the consumer's own
-settings dataclass. `ServiceState` is the lifecycle both consumers go through.
+settings dataclass, whose checks share `check_int` and `check_offset_store_dir`. `ServiceState` is
+the lifecycle both consumers go through.
 """
 
 from __future__ import annotations
@@ -11,13 +12,13 @@ import dataclasses
 import enum
 import time
 from datetime import datetime
+from pathlib import Path
 from typing import Any, Final, Generic, TypeVar
 
-from rocketflow.client.config import CLIENT_CONFIG_FIELDS, ClientConfig
+from rocketflow.client.config import ClientConfig, check_group, split_settings
 from rocketflow.client.consumer.allocate import AllocateMessageQueueAveragely, AllocateMessageQueueStrategy
 from rocketflow.client.errors import MQClientError
 from rocketflow.protocol.bodies import ConsumeFromWhere, MessageModel
-from rocketflow.protocol.names import InvalidNameError, validate_group
 
 #: RocketMQ refuses this group name for user consumers.
 DEFAULT_CONSUMER_GROUP: Final = "DEFAULT_CONSUMER"
@@ -50,6 +51,18 @@ def parse_consume_timestamp(text: str) -> int:
     return int(moment.timestamp() * 1000)
 
 
+def check_int(name: str, value: object, low: int, high: int) -> None:
+    """Raise `MQClientError` unless the setting ``name`` is an int (not a bool) in ``low..high``."""
+    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+        raise MQClientError(f"{name} must be an int in {low}..{high}, got {value!r}")
+
+
+def check_offset_store_dir(value: object) -> None:
+    """Raise `MQClientError` unless ``local_offset_store_dir`` is None or a path."""
+    if value is not None and not isinstance(value, str | Path):
+        raise MQClientError(f"local_offset_store_dir must be a path, got {value!r}")
+
+
 @dataclasses.dataclass(frozen=True, slots=True)
 class ConsumerOptions(Generic[_SettingsT]):
     """A consumer's checked constructor arguments."""
@@ -71,12 +84,7 @@ def consumer_options(kind: str, settings_type: type[_SettingsT], group: str, nam
                      client_config: ClientConfig | None, settings: dict[str, Any]) -> ConsumerOptions[_SettingsT]:
     """Check a ``kind`` consumer's (``"push consumer"``, ``"pull consumer"``) arguments; ``settings`` are
     ``settings_type`` fields (a dataclass) and `ClientConfig` fields. Raises `MQClientError`."""
-    try:
-        validate_group(group)
-    except InvalidNameError as exc:
-        raise MQClientError(f"consumer group: {exc}") from None
-    if group == DEFAULT_CONSUMER_GROUP:
-        raise MQClientError(f"the consumer group cannot be {DEFAULT_CONSUMER_GROUP!r}; choose another name")
+    check_group("consumer", group, DEFAULT_CONSUMER_GROUP)
     if not isinstance(message_model, MessageModel):
         raise MQClientError(f"message_model must be a MessageModel, got {message_model!r}")
     if not isinstance(consume_from, ConsumeFromWhere):
@@ -90,20 +98,7 @@ def consumer_options(kind: str, settings_type: type[_SettingsT], group: str, nam
     elif isinstance(consume_timestamp, datetime):
         consume_timestamp = consume_timestamp.strftime(CONSUME_TIMESTAMP_FORMAT)
     consume_timestamp_ms = parse_consume_timestamp(consume_timestamp)
-    own_fields = frozenset(field.name for field in dataclasses.fields(settings_type))  # type: ignore[arg-type]
-    unknown = set(settings) - own_fields - CLIENT_CONFIG_FIELDS
-    if unknown:
-        raise MQClientError(f"unknown {kind} settings {sorted(unknown)}; known: "
-                            f"{sorted(own_fields | CLIENT_CONFIG_FIELDS)}")
-    client_settings = {name: value for name, value in settings.items() if name in CLIENT_CONFIG_FIELDS}
-    if namesrv is not None:
-        client_settings["namesrv_addr"] = namesrv
-    try:
-        config = client_config.copy(**client_settings) if client_config is not None \
-            else ClientConfig(**client_settings)
-        own = settings_type(**{name: value for name, value in settings.items() if name in own_fields})
-    except TypeError as exc:
-        raise MQClientError(f"invalid {kind} settings: {exc}") from None
+    config, own = split_settings(kind, settings_type, settings, namesrv, client_config)
     return ConsumerOptions(group, config, message_model, consume_from, consume_timestamp, consume_timestamp_ms,
                            allocate_strategy, own)
 
@@ -113,6 +108,8 @@ __all__ = [
     "DEFAULT_CONSUMER_GROUP",
     "ConsumerOptions",
     "ServiceState",
+    "check_int",
+    "check_offset_store_dir",
     "consumer_options",
     "default_consume_timestamp",
     "parse_consume_timestamp",

@@ -59,18 +59,14 @@ from enum import Enum
 from types import TracebackType
 from typing import Any, Final, TypeVar
 
-from rocketflow.client.config import ClientConfig
-from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
 from rocketflow.client.consumer.batch_fetcher import BatchFetcher
 from rocketflow.client.consumer.consumer_base import ConsumerBase
 from rocketflow.client.consumer.coordinator.lite_pull import RebalanceLitePullImpl
 from rocketflow.client.consumer.fetcher import PullAPIWrapper
 from rocketflow.client.consumer.offset_store import (
-    OffsetStore,
     ReadOffsetType,
-    commit_offsets_to_brokers,
 )
-from rocketflow.client.consumer.options import ServiceState, consumer_options
+from rocketflow.client.consumer.options import ServiceState
 from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.client.consumer.pull_settings import (
     PullConsumerSettings,
@@ -83,11 +79,9 @@ from rocketflow.client.consumer.subscription import MessageSelector, checked_sub
 from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.instance import LIFECYCLE_TIMEOUT
 from rocketflow.protocol.bodies import (
-    ConsumeFromWhere,
     ConsumerData,
     ConsumerRunningInfo,
     ConsumeType,
-    MessageModel,
     SubscriptionData,
 )
 from rocketflow.protocol.bodies import ProcessQueueInfo as WireProcessQueueInfo
@@ -119,22 +113,9 @@ class PullConsumer(ConsumerBase[PullConsumerSettings]):
     """A pull (lite pull) consumer; see the module docstring."""
 
     kind = "pull consumer"
+    settings_type = PullConsumerSettings
 
-    def __init__(self, group: str, namesrv: str | None = None, *,
-                 message_model: MessageModel = MessageModel.CLUSTERING,
-                 consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                 consume_timestamp: str | datetime | None = None,
-                 allocate_strategy: AllocateMessageQueueStrategy | None = None,
-                 client_config: ClientConfig | None = None, **settings: Any) -> None:
-        """``settings`` are `PullConsumerSettings` fields and `ClientConfig` fields (``instance_name``,
-        ``rebalance_interval``, ``persist_consumer_offset_interval``, ...); ``namesrv`` is
-        ``"host:port;host:port"``; ``consume_timestamp`` (for CONSUME_FROM_TIMESTAMP) is
-        ``yyyyMMddHHmmss`` local time or a datetime, default half an hour ago."""
-        options = consumer_options("pull consumer", PullConsumerSettings, group, namesrv,
-                                   message_model=message_model, consume_from=consume_from,
-                                   consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
-                                   client_config=client_config, settings=settings)
-        super().__init__(options)
+    def _setup(self) -> None:
         self.rebalance = RebalanceLitePullImpl(self)
         self._fetcher = BatchFetcher(self, self.rebalance)
         self._subscription_type = SubscriptionType.NONE
@@ -255,11 +236,7 @@ class PullConsumer(ConsumerBase[PullConsumerSettings]):
         for topic in list(self.rebalance.subscription_inner):
             if topic not in self.rebalance.topic_subscribe_info_table:
                 await self.rebalance.refresh_topic_queues(topic)
-        try:
-            await instance.send_heartbeat_to_all_brokers()
-        except MQError as exc:
-            logger.warning("%s: heartbeat after a subscription change failed: %s", self.group, exc)
-        instance.rebalance_immediately()
+        await self._heartbeat_and_rebalance("heartbeat after a subscription change")
 
     def assign(self, queues: Iterable[MessageQueue]) -> None:
         """Consume exactly ``queues`` (no rebalance; replaces an earlier assignment). Exclusive with
@@ -317,15 +294,7 @@ class PullConsumer(ConsumerBase[PullConsumerSettings]):
 
     def start(self) -> None:
         """Join (or create) the client instance and start pulling; raises `MQClientError`."""
-        with self._state_lock:
-            if self._state is not ServiceState.CREATE_JUST:
-                raise MQClientError(f"pull consumer {self.group!r} is {self._state.name}; a consumer starts once")
-            self._state = ServiceState.START_FAILED
-        try:
-            self._start()
-        except BaseException:
-            self._abort_start()
-            raise
+        self._start_once()
         logger.info("pull consumer %s started on client %s (%s)", self.group, self.client_id,
                     self.message_model.name)
 
@@ -380,18 +349,9 @@ class PullConsumer(ConsumerBase[PullConsumerSettings]):
             if store is not None:
                 if self.settings.auto_commit:
                     self._fetcher.commit_positions(polled=commit_polled)
-                mqs = self.assignment()
-                if self.message_model is MessageModel.BROADCASTING:
-                    await store.persist_all(mqs)
-                else:
-                    await self._persist_to_broker(store, mqs, raise_errors=False)
+                await self._persist_offsets_now(store, self.assignment())
             self._fetcher.forget_all()
             self.rebalance.destroy()
-
-    def __enter__(self) -> PullConsumer:
-        if self._state is ServiceState.CREATE_JUST:
-            self.start()
-        return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:
@@ -597,15 +557,8 @@ class PullConsumer(ConsumerBase[PullConsumerSettings]):
         """`commit`, then persist now: UPDATE_CONSUMER_OFFSET to the brokers (acknowledged) or the local
         offset file. Raises `MQClientError` if a broker refused or could not be reached."""
         mqs = self._commit_offsets(offsets)
-        store = self.offset_store
-        if self.message_model is MessageModel.BROADCASTING:
-            self._call(store.persist_all(mqs))
-        else:
-            self._call(self._persist_to_broker(store, mqs, raise_errors=True))
-
-    async def _persist_to_broker(self, store: OffsetStore, mqs: list[MessageQueue], *, raise_errors: bool) -> None:
-        failures = await commit_offsets_to_brokers(store, mqs, self.group)
-        if failures and raise_errors:
+        failures = self._call(self._persist_offsets_now(self.offset_store, mqs))
+        if failures:
             raise MQClientError(f"committing offsets failed: {'; '.join(failures)}")
 
     def committed(self, mq: MessageQueue) -> int | None:

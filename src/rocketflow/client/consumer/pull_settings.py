@@ -9,6 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Final
 
+from rocketflow.client.consumer.options import check_int, check_offset_store_dir
 from rocketflow.client.errors import MQClientError
 from rocketflow.protocol.message import MessageQueue
 
@@ -45,9 +46,7 @@ class PullConsumerSettings:
         for name, (low, high) in {"pull_batch_size": (1, 1024), "pull_threshold_for_all": (1, 1 << 31),
                                   "pull_threshold_for_queue": (1, 65535), "pull_threshold_size_for_queue": (1, 1024),
                                   "consume_max_span": (1, 65535)}.items():
-            value = getattr(self, name)
-            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-                raise MQClientError(f"{name} must be an int in {low}..{high}, got {value!r}")
+            check_int(name, getattr(self, name), low, high)
         check_seconds("poll_timeout", self.poll_timeout, allow_zero=True)
         check_seconds("auto_commit_interval", self.auto_commit_interval, allow_zero=False)
         if self.auto_commit_interval < MIN_AUTO_COMMIT_INTERVAL:
@@ -60,8 +59,7 @@ class PullConsumerSettings:
                                 f"greater than broker_suspend_max_time ({self.broker_suspend_max_time})")
         if not isinstance(self.auto_commit, bool):
             raise MQClientError(f"auto_commit must be a bool, got {self.auto_commit!r}")
-        if self.local_offset_store_dir is not None and not isinstance(self.local_offset_store_dir, str | Path):
-            raise MQClientError(f"local_offset_store_dir must be a path, got {self.local_offset_store_dir!r}")
+        check_offset_store_dir(self.local_offset_store_dir)
 
 
 PULL_CONSUMER_SETTING_FIELDS: Final = frozenset(field.name for field in dataclasses.fields(PullConsumerSettings))

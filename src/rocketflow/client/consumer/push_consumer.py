@@ -42,12 +42,9 @@ import dataclasses
 import logging
 import time
 from collections.abc import Callable, Coroutine
-from datetime import datetime
 from types import TracebackType
 from typing import Any, Final
 
-from rocketflow.client.config import ClientConfig
-from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
 from rocketflow.client.consumer.consume.base import ConsumeMessageService
 from rocketflow.client.consumer.consume.concurrent import ConsumeMessageConcurrentlyService
 from rocketflow.client.consumer.consume.context import (
@@ -62,10 +59,7 @@ from rocketflow.client.consumer.consume.retry import MessageSendBack
 from rocketflow.client.consumer.consumer_base import ConsumerBase
 from rocketflow.client.consumer.coordinator.push import RebalancePushImpl
 from rocketflow.client.consumer.fetcher import PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION, PullMessageService, PullRequest
-from rocketflow.client.consumer.offset_store import (
-    commit_offsets_to_brokers,
-)
-from rocketflow.client.consumer.options import ServiceState, consumer_options
+from rocketflow.client.consumer.options import ServiceState
 from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.client.consumer.push_settings import (
     DEFAULT_MAX_IN_FLIGHT_PER_QUEUE,
@@ -81,7 +75,6 @@ from rocketflow.client.instance import LIFECYCLE_TIMEOUT
 from rocketflow.client.producer.producer import new_trace_dispatcher
 from rocketflow.client.trace import TraceDispatcher
 from rocketflow.protocol.bodies import (
-    ConsumeFromWhere,
     ConsumerData,
     ConsumerRunningInfo,
     ConsumeStatus,
@@ -108,26 +101,13 @@ class PushConsumer(ConsumerBase[PushConsumerSettings]):
     """A push consumer; see the module docstring."""
 
     kind = "push consumer"
+    settings_type = PushConsumerSettings
 
-    def __init__(self, group: str, namesrv: str | None = None, *,
-                 message_model: MessageModel = MessageModel.CLUSTERING,
-                 consume_from: ConsumeFromWhere = ConsumeFromWhere.CONSUME_FROM_LAST_OFFSET,
-                 consume_timestamp: str | datetime | None = None,
-                 allocate_strategy: AllocateMessageQueueStrategy | None = None,
-                 client_config: ClientConfig | None = None, **settings: Any) -> None:
-        """``settings`` are `PushConsumerSettings` fields and `ClientConfig` fields (``instance_name``,
-        ``rebalance_interval``, ``persist_consumer_offset_interval``, ...); ``namesrv`` is
-        ``"host:port;host:port"``; ``consume_timestamp`` (for CONSUME_FROM_TIMESTAMP) is
-        ``yyyyMMddHHmmss`` local time or a datetime, default half an hour ago."""
-        options = consumer_options("push consumer", PushConsumerSettings, group, namesrv,
-                                   message_model=message_model, consume_from=consume_from,
-                                   consume_timestamp=consume_timestamp, allocate_strategy=allocate_strategy,
-                                   client_config=client_config, settings=settings)
-        super().__init__(options)
+    def _setup(self) -> None:
         if self.client_config.pull_time_delay_is_default():
             self.client_config = self.client_config.copy(
                 pull_time_delay_mills_when_exception=PULL_TIME_DELAY_MILLS_WHEN_EXCEPTION)
-        self.retry_topic = retry_topic(group)
+        self.retry_topic = retry_topic(self.group)
         #: The effective per-queue thresholds (recomputed from the topic thresholds when those are set).
         self.pull_threshold_for_queue = self.settings.pull_threshold_for_queue
         self.pull_threshold_size_for_queue = self.settings.pull_threshold_size_for_queue
@@ -225,18 +205,11 @@ class PushConsumer(ConsumerBase[PushConsumerSettings]):
 
     def _subscriptions_changed(self) -> None:
         instance = self.instance
-
-        async def announce() -> None:
-            try:
-                await instance.send_heartbeat_to_all_brokers()
-            except MQError as exc:
-                logger.warning("%s: heartbeat after a subscription change failed: %s", self.group, exc)
-            instance.rebalance_immediately()
-
+        announce = self._heartbeat_and_rebalance("heartbeat after a subscription change")
         if instance.in_loop_thread():
-            self.spawn(announce())
+            self.spawn(announce)
         else:
-            instance.submit(announce())
+            instance.submit(announce)
 
     def register_concurrent_listener(self, listener: ConcurrentListener) -> None:
         """``listener(msgs, context) -> ConsumeConcurrentlyStatus``, plain or ``async def``."""
@@ -275,20 +248,14 @@ class PushConsumer(ConsumerBase[PushConsumerSettings]):
 
     def start(self) -> None:
         """Join (or create) the client instance, start pulling and consuming; raises `MQClientError`."""
-        with self._state_lock:
-            if self._state is not ServiceState.CREATE_JUST:
-                raise MQClientError(f"push consumer {self.group!r} is {self._state.name}; a consumer starts once")
-            if self._listener is None:
-                raise MQClientError(f"push consumer {self.group!r} has no listener; call "
-                                    "register_concurrent_listener() or register_orderly_listener() first")
-            self._state = ServiceState.START_FAILED
-        try:
-            self._start()
-        except BaseException:
-            self._abort_start()
-            raise
+        self._start_once()
         logger.info("push consumer %s started on client %s (%s, %s)", self.group, self.client_id,
                     self.message_model.name, "orderly" if self.consume_orderly else "concurrently")
+
+    def _check_startable(self) -> None:
+        if self._listener is None:
+            raise MQClientError(f"push consumer {self.group!r} has no listener; call "
+                                "register_concurrent_listener() or register_orderly_listener() first")
 
     def _start(self) -> None:
         self._check_name_servers()
@@ -321,15 +288,10 @@ class PushConsumer(ConsumerBase[PushConsumerSettings]):
         instance.run(self._start_async(), LIFECYCLE_TIMEOUT)
 
     async def _start_async(self) -> None:
-        instance = self.instance
         await self.consume_service.start_on_loop()
         for topic in list(self.rebalance.subscription_inner):
             await self.rebalance.refresh_topic_queues(topic)
-        try:
-            await instance.send_heartbeat_to_all_brokers()
-        except MQError as exc:
-            logger.warning("%s: first heartbeat failed: %s", self.group, exc)
-        instance.rebalance_immediately()
+        await self._heartbeat_and_rebalance("first heartbeat")
 
     def _abort_start(self) -> None:
         self._state = ServiceState.START_FAILED
@@ -387,20 +349,10 @@ class PushConsumer(ConsumerBase[PushConsumerSettings]):
     async def _persist_and_unlock(self) -> None:
         # a rebalance still running finishes first; none starts any more (the state is not RUNNING)
         async with self.rebalance.rebalance_lock:
-            store = self.offset_store
-            mqs = list(self.rebalance.process_queue_table)
-            if self.message_model is MessageModel.BROADCASTING:
-                await store.persist_all(mqs)
-            else:
-                await commit_offsets_to_brokers(store, mqs, self.group)
+            await self._persist_offsets_now(self.offset_store, list(self.rebalance.process_queue_table))
             if self.consume_orderly and self.message_model is MessageModel.CLUSTERING:
                 await self.rebalance.unlock_all(False)
             self.rebalance.destroy()
-
-    def __enter__(self) -> PushConsumer:
-        if self._state is ServiceState.CREATE_JUST:
-            self.start()
-        return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
                  traceback: TracebackType | None) -> None:

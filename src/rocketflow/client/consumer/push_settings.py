@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Final
 
 from rocketflow.client.consumer.consume.context import JAVA_INT_MAX
+from rocketflow.client.consumer.options import check_int, check_offset_store_dir
 from rocketflow.client.errors import MQClientError
 from rocketflow.protocol.message import MessageExt
 
@@ -84,13 +85,13 @@ class PushConsumerSettings:
             "suspend_current_queue_time_millis": (-1, 1 << 31),
         }
         for name, (low, high) in int_ranges.items():
-            _check_int(name, getattr(self, name), low, high)
+            check_int(name, getattr(self, name), low, high)
         if self.consume_thread_min > self.consume_thread_max:
             raise MQClientError(f"consume_thread_min ({self.consume_thread_min}) must not exceed "
                                 f"consume_thread_max ({self.consume_thread_max})")
         for name, high in (("pull_threshold_for_topic", 6_553_500), ("pull_threshold_size_for_topic", 102_400)):
             value = getattr(self, name)
-            _check_int(name, value, -1, high)
+            check_int(name, value, -1, high)
             if value == 0:
                 raise MQClientError(f"{name} must be -1 (off) or in 1..{high}, got 0")
         max_reconsume = self.max_reconsume_times
@@ -110,16 +111,10 @@ class PushConsumerSettings:
             _check_seconds(name, getattr(self, name), 0.0, None, allow_zero=True)
         if not isinstance(self.post_subscription_when_pull, bool):
             raise MQClientError(f"post_subscription_when_pull must be a bool, got {self.post_subscription_when_pull!r}")
-        if self.local_offset_store_dir is not None and not isinstance(self.local_offset_store_dir, str | Path):
-            raise MQClientError(f"local_offset_store_dir must be a path, got {self.local_offset_store_dir!r}")
+        check_offset_store_dir(self.local_offset_store_dir)
 
 
 PUSH_CONSUMER_SETTING_FIELDS: Final = frozenset(field.name for field in dataclasses.fields(PushConsumerSettings))
-
-
-def _check_int(name: str, value: object, low: int, high: int) -> None:
-    if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
-        raise MQClientError(f"{name} must be an int in {low}..{high}, got {value!r}")
 
 
 def _check_seconds(name: str, value: object, low: float, high: float | None, *, allow_zero: bool) -> None:

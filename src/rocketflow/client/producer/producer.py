@@ -45,7 +45,7 @@ from rocketflow.client.api import (
     SendStatus,
     encode_message_properties,
 )
-from rocketflow.client.config import CLIENT_CONFIG_FIELDS, ClientConfig
+from rocketflow.client.config import ClientConfig, check_group, split_settings
 from rocketflow.client.errors import MQBrokerError, MQClientError, MQError, MQRemotingError, MQTimeoutError
 from rocketflow.client.instance import CLIENT_INNER_PRODUCER_GROUP, ClientInstance
 from rocketflow.client.producer.request_reply import is_reply, stamp_request
@@ -65,7 +65,6 @@ from rocketflow.protocol.names import (
     TRANS_OP_HALF_TOPIC,
     InvalidNameError,
     is_retry_topic,
-    validate_group,
     validate_topic,
 )
 from rocketflow.protocol.sysflag import MessageSysFlag
@@ -193,28 +192,8 @@ class Producer:
                  **settings: Any) -> None:
         """``settings`` are `ProducerSettings` fields and `ClientConfig` fields (e.g. ``instance_name``,
         ``client_ip``, ``mq_client_api_timeout``); ``namesrv`` is ``"host:port;host:port"``."""
-        try:
-            validate_group(group)
-        except InvalidNameError as exc:
-            raise MQClientError(f"producer group: {exc}") from None
-        if group == DEFAULT_PRODUCER_GROUP:
-            raise MQClientError(f"the producer group cannot be {DEFAULT_PRODUCER_GROUP!r}; choose another name")
-        unknown = set(settings) - PRODUCER_SETTING_FIELDS - CLIENT_CONFIG_FIELDS
-        if unknown:
-            raise MQClientError(f"unknown producer settings {sorted(unknown)}; known: "
-                                f"{sorted(PRODUCER_SETTING_FIELDS | CLIENT_CONFIG_FIELDS)}")
-        client_settings = {name: value for name, value in settings.items() if name in CLIENT_CONFIG_FIELDS}
-        if namesrv is not None:
-            client_settings["namesrv_addr"] = namesrv
-        try:
-            if client_config is not None:
-                config = client_config.copy(**client_settings)
-            else:
-                config = ClientConfig(**client_settings)
-            self.settings = ProducerSettings(
-                **{name: value for name, value in settings.items() if name in PRODUCER_SETTING_FIELDS})
-        except TypeError as exc:
-            raise MQClientError(f"invalid producer settings: {exc}") from None
+        check_group("producer", group, DEFAULT_PRODUCER_GROUP)
+        config, self.settings = split_settings("producer", ProducerSettings, settings, namesrv, client_config)
         self.group = group
         self.client_config = config
         self._instance: ClientInstance | None = None

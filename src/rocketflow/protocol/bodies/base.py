@@ -226,9 +226,11 @@ def bean(values: Mapping[str, Any]) -> dict[str, Any]:
     return {key: values[key] for key in sorted(values) if values[key] is not None}
 
 
-def load_json(payload: bytes, where: str) -> Any:
+def load_json(payload: bytes | bytearray | memoryview | str, where: str, what: str = "JSON") -> Any:
+    """The fastjson value of ``payload``; `BodyDecodeError` at ``where`` when it is empty (``empty <what>``)
+    or malformed."""
     if not payload:
-        raise BodyDecodeError(f"{where}: empty JSON")
+        raise BodyDecodeError(f"{where}: empty {what}")
     try:
         return fastjson.loads(payload)
     except BodyDecodeError as exc:
@@ -275,13 +277,7 @@ class WireBody:
     @classmethod
     def decode(cls, data: bytes | bytearray | memoryview | str) -> Self:
         """Parse a body; any malformation raises `BodyDecodeError`."""
-        if not data:
-            raise BodyDecodeError(f"{cls.__name__}: empty body")
-        try:
-            parsed = fastjson.loads(data)
-        except BodyDecodeError as exc:
-            raise BodyDecodeError(f"{cls.__name__}: {exc}") from None
-        return cls.from_json_dict(parsed, cls.__name__)
+        return cls.from_json_dict(load_json(data, cls.__name__, "body"), cls.__name__)
 
 
 __all__ = [

@@ -136,8 +136,8 @@ class HeartbeatData(WireBody):
 
 
 @dataclass(slots=True)
-class LockBatchRequestBody(WireBody):
-    """LOCK_BATCH_MQ body."""
+class _QueueBatchRequestBody(WireBody):
+    """A (group, client id) and a set of queues: the body of LOCK_BATCH_MQ and of UNLOCK_BATCH_MQ."""
 
     consumer_group: str
     client_id: str
@@ -161,28 +161,13 @@ class LockBatchRequestBody(WireBody):
 
 
 @dataclass(slots=True)
-class UnlockBatchRequestBody(WireBody):
+class LockBatchRequestBody(_QueueBatchRequestBody):
+    """LOCK_BATCH_MQ body."""
+
+
+@dataclass(slots=True)
+class UnlockBatchRequestBody(_QueueBatchRequestBody):
     """UNLOCK_BATCH_MQ body."""
-
-    consumer_group: str
-    client_id: str
-    mq_set: set[MessageQueue] = field(default_factory=set)
-
-    def to_json_dict(self) -> dict[str, Any]:
-        return {
-            "clientId": self.client_id,
-            "consumerGroup": self.consumer_group,
-            "mqSet": sorted(self.mq_set),
-        }
-
-    @classmethod
-    def from_json_dict(cls, data: Any, where: str | None = None) -> Self:
-        reader = ObjectReader(data, where or cls.__name__)
-        return cls(
-            consumer_group=reader.string("consumerGroup", ""),
-            client_id=reader.string("clientId", ""),
-            mq_set=queue_set(reader, "mqSet"),
-        )
 
 
 @dataclass(slots=True)

@@ -13,6 +13,7 @@ import contextlib
 import logging
 import time
 
+from rocketflow.background import BackgroundTask
 from rocketflow.store.errors import StoreNotRunningError
 from rocketflow.store.ha.protocol import HAProtocolError, TransferReader, encode_offset_report
 from rocketflow.store.message_store import MessageStore
@@ -39,7 +40,7 @@ class HAClient:
         #: whether a replication connection is up
         self.connected = False
         self._address_changed = asyncio.Event()
-        self._task: asyncio.Task[None] | None = None
+        self._task = BackgroundTask(self._run)
         self._writer: asyncio.StreamWriter | None = None
 
     def update_master_address(self, address: str | None) -> None:
@@ -53,13 +54,10 @@ class HAClient:
             self._writer.close()
 
     async def start(self) -> None:
-        self._task = asyncio.get_running_loop().create_task(self._run())
+        self._task.start()
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
-            self._task = None
+        await self._task.stop()
 
     async def _run(self) -> None:
         while True:

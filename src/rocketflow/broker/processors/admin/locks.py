@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TypeVar
 
 from rocketflow.broker.context import BrokerContext
 from rocketflow.broker.processors.common import Handler
 from rocketflow.net import RequestContext
 from rocketflow.protocol.bodies import LockBatchRequestBody, LockBatchResponseBody, UnlockBatchRequestBody
+from rocketflow.protocol.bodies.base import load_json
 from rocketflow.protocol.names import InvalidNameError, validate_group, validate_topic
-from rocketflow.remoting import fastjson
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.errors import BodyDecodeError
@@ -46,21 +47,10 @@ def decode_lock_body(cls: type[_LockBody], data: bytes, max_queues: int) -> _Loc
     """A (UN)LOCK_BATCH_MQ body, strictly: a legal group, a client id, at most ``max_queues`` queues with a
     legal topic, a broker name and an integer queue id >= 0 (`BodyDecodeError` naming the bad field otherwise)."""
     name = cls.__name__
-    if not data:
-        raise BodyDecodeError(f"{name}: empty body")
-    try:
-        parsed = fastjson.loads(data)
-    except BodyDecodeError as exc:
-        raise BodyDecodeError(f"{name}: {exc}") from None
+    parsed = load_json(data, name, "body")
     if not isinstance(parsed, dict):
         raise BodyDecodeError(f"{name}: expected an object, got {type(parsed).__name__}")
-    group = parsed.get("consumerGroup")
-    if not isinstance(group, str):
-        raise BodyDecodeError(f"{name}.consumerGroup: expected a string, got {group!r}")
-    try:
-        validate_group(group)
-    except InvalidNameError as exc:
-        raise BodyDecodeError(f"{name}.consumerGroup: {exc}") from None
+    _check_name(parsed.get("consumerGroup"), f"{name}.consumerGroup", validate_group)
     client_id = parsed.get("clientId")
     if not isinstance(client_id, str) or not client_id.strip():
         raise BodyDecodeError(f"{name}.clientId: expected a non-empty string, got {client_id!r}")
@@ -73,13 +63,7 @@ def decode_lock_body(cls: type[_LockBody], data: bytes, max_queues: int) -> _Loc
         where = f"{name}.mqSet[{index}]"
         if not isinstance(queue, dict):
             raise BodyDecodeError(f"{where}: expected an object, got {queue!r}")
-        topic = queue.get("topic")
-        if not isinstance(topic, str):
-            raise BodyDecodeError(f"{where}.topic: expected a string, got {topic!r}")
-        try:
-            validate_topic(topic)
-        except InvalidNameError as exc:
-            raise BodyDecodeError(f"{where}.topic: {exc}") from None
+        _check_name(queue.get("topic"), f"{where}.topic", validate_topic)
         broker_name = queue.get("brokerName")
         if not isinstance(broker_name, str) or not broker_name:
             raise BodyDecodeError(f"{where}.brokerName: expected a non-empty string, got {broker_name!r}")
@@ -87,6 +71,16 @@ def decode_lock_body(cls: type[_LockBody], data: bytes, max_queues: int) -> _Loc
         if not isinstance(queue_id, int) or isinstance(queue_id, bool) or queue_id < 0:
             raise BodyDecodeError(f"{where}.queueId: expected an integer >= 0, got {queue_id!r}")
     return cls.from_json_dict(parsed, name)
+
+
+def _check_name(value: object, where: str, validate: Callable[[str], object]) -> None:
+    """`BodyDecodeError` at ``where`` unless ``value`` is a string ``validate`` accepts (a group or topic name)."""
+    if not isinstance(value, str):
+        raise BodyDecodeError(f"{where}: expected a string, got {value!r}")
+    try:
+        validate(value)
+    except InvalidNameError as exc:
+        raise BodyDecodeError(f"{where}: {exc}") from None
 
 
 __all__ = ["LockAdmin", "decode_lock_body"]

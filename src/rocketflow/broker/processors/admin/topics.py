@@ -79,12 +79,9 @@ class TopicAdmin:
         header = CreateTopicRequestHeader.from_command(request)
         topic = header.topic
         topics = self.ctx.topics
-        try:
-            validate_topic(topic)
-        except InvalidNameError as exc:
-            return error(request, ResponseCode.SYSTEM_ERROR, str(exc))
-        if topics.is_system_topic(topic):
-            return error(request, ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
+        refused = self._refuse_topic(request, topic)
+        if refused is not None:
+            return refused
         for name, value in (("readQueueNums", header.read_queue_nums), ("writeQueueNums", header.write_queue_nums)):
             if not 0 < value <= MAX_QUEUE_NUMS:
                 return error(request, ResponseCode.SYSTEM_ERROR, f"{name} must be in 1..{MAX_QUEUE_NUMS}, got {value}")
@@ -109,15 +106,22 @@ class TopicAdmin:
         header = DeleteTopicRequestHeader.from_command(request)
         topic = header.topic
         topics = self.ctx.topics
+        refused = self._refuse_topic(request, topic)
+        if refused is not None:
+            return refused
+        topics.delete(topic)
+        self.ctx.store.delete_topics([topic])
+        return answer_when_written(topics.written(), request.make_response(ResponseCode.SUCCESS))
+
+    def _refuse_topic(self, request: RemotingCommand, topic: str) -> RemotingCommand | None:
+        """The error answer when ``topic`` is not a valid name or is a system topic, else None."""
         try:
             validate_topic(topic)
         except InvalidNameError as exc:
             return error(request, ResponseCode.SYSTEM_ERROR, str(exc))
-        if topics.is_system_topic(topic):
+        if self.ctx.topics.is_system_topic(topic):
             return error(request, ResponseCode.SYSTEM_ERROR, f"The topic[{topic}] is conflict with system topic.")
-        topics.delete(topic)
-        self.ctx.store.delete_topics([topic])
-        return answer_when_written(topics.written(), request.make_response(ResponseCode.SUCCESS))
+        return None
 
     def get_all_topic_config(self, request_ctx: RequestContext, request: RemotingCommand) -> RemotingCommand:
         return request.make_response(ResponseCode.SUCCESS, body=self.ctx.topics.snapshot().encode())

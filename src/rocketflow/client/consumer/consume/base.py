@@ -18,11 +18,13 @@ import threading
 import time
 from abc import ABC, abstractmethod
 from collections import deque
-from collections.abc import Awaitable, Callable, Coroutine
+from collections.abc import Awaitable, Callable, Coroutine, Mapping
+from enum import Enum
 from typing import Any, Final, Protocol
 
 from rocketflow.client.consumer.consume.context import (
     CONSUME_CONTEXT_TYPE,
+    CMResult,
     ConsumeMessageContext,
     ConsumeMessageDirectlyResult,
     ConsumeReturnType,
@@ -442,6 +444,26 @@ class ConsumeMessageService(ABC):
     @abstractmethod
     async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
         """CONSUME_MESSAGE_DIRECTLY: run the listener on ``msg`` alone and report how it went."""
+
+    async def _call_directly(self, msg: MessageExt, context: Any, result: ConsumeMessageDirectlyResult,
+                             expected: type[Enum], outcomes: Mapping[Any, CMResult]) -> None:
+        """Call the listener on ``msg`` alone and fill in ``result``: the `CMResult` of its status of type
+        ``expected`` (per ``outcomes``), or of its error or None, and the time spent."""
+        begin = time.monotonic()
+        try:
+            answer = await self.call_listener_anywhere([msg], context)
+            status, error = self.check_listener_result(answer, expected)
+            if error is not None:
+                result.consume_result = CMResult.CR_THROW_EXCEPTION
+                result.remark = str(error)
+            elif status is None:
+                result.consume_result = CMResult.CR_RETURN_NULL
+            else:
+                result.consume_result = outcomes[status]
+        except Exception as exc:
+            result.consume_result = CMResult.CR_THROW_EXCEPTION
+            result.remark = f"{type(exc).__name__}: {exc}"
+        result.spent_time_mills = round((time.monotonic() - begin) * 1000)
 
 
 __all__ = [

@@ -52,6 +52,13 @@ EXPIRED_DELAY_LEVEL: Final = 3
 SEND_BACK_WAIT: Final = 15.0
 
 
+#: The CONSUME_MESSAGE_DIRECTLY outcome of each status.
+_DIRECT_OUTCOMES: Final = {
+    ConsumeConcurrentlyStatus.CONSUME_SUCCESS: CMResult.CR_SUCCESS,
+    ConsumeConcurrentlyStatus.RECONSUME_LATER: CMResult.CR_LATER,
+}
+
+
 class HeldQueues(Protocol):
     """The queues the consumer holds (its rebalance's table), scanned for expired messages."""
 
@@ -358,25 +365,9 @@ class ConsumeMessageConcurrentlyService(ConsumeMessageService):
     async def consume_message_directly(self, msg: MessageExt, broker_name: str) -> ConsumeMessageDirectlyResult:
         result = ConsumeMessageDirectlyResult(order=False, auto_commit=True)
         mq = MessageQueue(msg.topic, broker_name, msg.queue_id)
-        context = ConsumeConcurrentlyContext(mq)
         self._prepare([msg], mq)
-        begin = time.monotonic()
-        try:
-            answer = await self.call_listener_anywhere([msg], context)
-            status, error = self.check_listener_result(answer, ConsumeConcurrentlyStatus)
-            if error is not None:
-                result.consume_result = CMResult.CR_THROW_EXCEPTION
-                result.remark = str(error)
-            elif status is None:
-                result.consume_result = CMResult.CR_RETURN_NULL
-            elif status is ConsumeConcurrentlyStatus.CONSUME_SUCCESS:
-                result.consume_result = CMResult.CR_SUCCESS
-            else:
-                result.consume_result = CMResult.CR_LATER
-        except Exception as exc:
-            result.consume_result = CMResult.CR_THROW_EXCEPTION
-            result.remark = f"{type(exc).__name__}: {exc}"
-        result.spent_time_mills = round((time.monotonic() - begin) * 1000)
+        await self._call_directly(msg, ConsumeConcurrentlyContext(mq), result, ConsumeConcurrentlyStatus,
+                                  _DIRECT_OUTCOMES)
         return result
 
 

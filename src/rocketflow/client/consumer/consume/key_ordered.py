@@ -59,8 +59,6 @@ from rocketflow.client.consumer.consume.base import CallTally, ConsumingConsumer
 from rocketflow.client.consumer.consume.context import ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rocketflow.client.consumer.consume.orderly import (
     STATS_FLUSH_CALLS,
-    SUSPEND_MAX_MILLS,
-    SUSPEND_MIN_MILLS,
     TRY_LOCK_LATER_AT_ENTRY_MILLS,
     ConsumeMessageOrderlyService,
     QueueLocks,
@@ -516,16 +514,6 @@ class ConsumeMessageKeyOrderedService(ConsumeMessageOrderlyService):
             if state.pending.get(key) and key not in state.running:
                 state.ready.append(key)
         state.wakeup.set()
-
-    def _suspend_seconds(self, millis: object) -> float:
-        if isinstance(millis, bool) or not isinstance(millis, int):
-            logger.error("%s: suspend_current_queue_time_millis must be an int, got %r; using the consumer's setting",
-                         self.group, millis)
-            millis = -1
-        if millis == -1:
-            millis = self.consumer.settings.suspend_current_queue_time_millis
-        assert isinstance(millis, int)
-        return min(max(millis, SUSPEND_MIN_MILLS), SUSPEND_MAX_MILLS) / 1000
 
     # ------------------------------------------------------------------ the dead-letter queue
 

@@ -69,6 +69,15 @@ DLQ_SEND_WAIT: Final = 15.0
 STATS_FLUSH_CALLS: Final = 256
 
 
+#: The CONSUME_MESSAGE_DIRECTLY outcome of each status.
+_DIRECT_OUTCOMES: Final = {
+    ConsumeOrderlyStatus.SUCCESS: CMResult.CR_SUCCESS,
+    ConsumeOrderlyStatus.COMMIT: CMResult.CR_COMMIT,
+    ConsumeOrderlyStatus.ROLLBACK: CMResult.CR_ROLLBACK,
+    ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT: CMResult.CR_LATER,
+}
+
+
 class QueueLocks(Protocol):
     """The broker queue locks the orderly service takes and renews (its consumer's rebalance)."""
 
@@ -142,15 +151,18 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
 
     def submit_consume_request_later(self, pq: ProcessQueue, mq: MessageQueue, suspend_millis: int) -> None:
         """Resubmit after ``suspend_millis`` (-1 = the consumer's setting), clamped to [10, 30000] ms."""
-        millis = suspend_millis
+        self.consumer.call_later(self._suspend_seconds(suspend_millis), lambda: self._submit(pq, mq))
+
+    def _suspend_seconds(self, millis: object) -> float:
+        """A suspend time in ms (-1, or not an int: the consumer's setting) clamped to [10, 30000] ms, in seconds."""
         if isinstance(millis, bool) or not isinstance(millis, int):
             logger.error("%s: suspend_current_queue_time_millis must be an int, got %r; using the consumer's setting",
                          self.group, millis)
             millis = -1
         if millis == -1:
             millis = self.consumer.settings.suspend_current_queue_time_millis
-        millis = min(max(millis, SUSPEND_MIN_MILLS), SUSPEND_MAX_MILLS)
-        self.consumer.call_later(millis / 1000, lambda: self._submit(pq, mq))
+        assert isinstance(millis, int)
+        return min(max(millis, SUSPEND_MIN_MILLS), SUSPEND_MAX_MILLS) / 1000
 
     def try_lock_later_and_reconsume(self, mq: MessageQueue, pq: ProcessQueue, delay_millis: int) -> None:
         """After ``delay_millis``, lock ``mq`` at the broker; resubmit 10 ms later if won, 3 s if not."""
@@ -490,27 +502,8 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
         mq = MessageQueue(msg.topic, broker_name, msg.queue_id)
         context = ConsumeOrderlyContext(mq)
         self.reset_retry_topic([msg])
-        begin = time.monotonic()
-        try:
-            answer = await self.call_listener_anywhere([msg], context)
-            status, error = self.check_listener_result(answer, ConsumeOrderlyStatus)
-            if error is not None:
-                result.consume_result = CMResult.CR_THROW_EXCEPTION
-                result.remark = str(error)
-            elif status is None:
-                result.consume_result = CMResult.CR_RETURN_NULL
-            else:
-                result.consume_result = {
-                    ConsumeOrderlyStatus.SUCCESS: CMResult.CR_SUCCESS,
-                    ConsumeOrderlyStatus.COMMIT: CMResult.CR_COMMIT,
-                    ConsumeOrderlyStatus.ROLLBACK: CMResult.CR_ROLLBACK,
-                    ConsumeOrderlyStatus.SUSPEND_CURRENT_QUEUE_A_MOMENT: CMResult.CR_LATER,
-                }[status]
-        except Exception as exc:
-            result.consume_result = CMResult.CR_THROW_EXCEPTION
-            result.remark = f"{type(exc).__name__}: {exc}"
+        await self._call_directly(msg, context, result, ConsumeOrderlyStatus, _DIRECT_OUTCOMES)
         result.auto_commit = bool(context.auto_commit)
-        result.spent_time_mills = round((time.monotonic() - begin) * 1000)
         return result
 
 

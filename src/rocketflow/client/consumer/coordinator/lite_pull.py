@@ -9,44 +9,18 @@ committed (else per ``consume_from``). Heartbeats announce CONSUME_ACTIVELY.
 
 from __future__ import annotations
 
-import logging
 from typing import Protocol
 
-from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
-from rocketflow.client.consumer.coordinator.rebalance import RebalanceImpl
-from rocketflow.client.consumer.coordinator.start_offset import compute_pull_from_where
+from rocketflow.client.consumer.coordinator.rebalance import HostedRebalance, RebalanceHost
 from rocketflow.client.consumer.fetcher import PullRequest
-from rocketflow.client.consumer.offset_store import OffsetStore, ReadOffsetType
+from rocketflow.client.consumer.offset_store import ReadOffsetType
 from rocketflow.client.consumer.process_queue import ProcessQueue
-from rocketflow.client.errors import MQError
-from rocketflow.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel
+from rocketflow.protocol.bodies import ConsumeType
 from rocketflow.protocol.message import MessageQueue
 
-logger = logging.getLogger(__name__)
 
-
-class LitePullRebalanceHost(Protocol):
+class LitePullRebalanceHost(RebalanceHost, Protocol):
     """What the pull consumer's rebalance uses of its consumer (a `PullConsumer`)."""
-
-    @property
-    def group(self) -> str: ...
-
-    @property
-    def message_model(self) -> MessageModel: ...
-
-    @property
-    def allocate_strategy(self) -> AllocateMessageQueueStrategy: ...
-
-    @property
-    def consume_from(self) -> ConsumeFromWhere: ...
-
-    @property
-    def consume_timestamp_ms(self) -> int: ...
-
-    @property
-    def offset_store(self) -> OffsetStore: ...
-
-    def new_process_queue(self) -> ProcessQueue: ...
 
     def start_queue(self, mq: MessageQueue, pq: ProcessQueue, next_offset: int) -> None: ...
 
@@ -56,13 +30,10 @@ class LitePullRebalanceHost(Protocol):
                                     mq_divided: set[MessageQueue]) -> None: ...
 
 
-class RebalanceLitePullImpl(RebalanceImpl):
-    """Rebalance of a subscribing `PullConsumer`."""
+class RebalanceLitePullImpl(HostedRebalance[LitePullRebalanceHost]):
+    """Rebalance of a subscribing `PullConsumer`; new queues start at its last commit, else the store's."""
 
-    def __init__(self, consumer: LitePullRebalanceHost) -> None:
-        super().__init__(consumer.group, consumer.message_model, consumer.allocate_strategy,
-                         process_queue_factory=consumer.new_process_queue)
-        self.consumer = consumer
+    start_offset_read_type = ReadOffsetType.MEMORY_FIRST_THEN_STORE
 
     def consume_type(self) -> ConsumeType:
         return ConsumeType.CONSUME_ACTIVELY
@@ -75,26 +46,12 @@ class RebalanceLitePullImpl(RebalanceImpl):
 
     async def message_queue_changed(self, topic: str, mq_all: set[MessageQueue], mq_divided: set[MessageQueue]) -> None:
         """Tell the brokers (heartbeat), then the user's queue listener of ``topic``."""
-        try:
-            await self.instance.send_heartbeat_to_all_brokers()
-        except MQError as exc:
-            logger.warning("%s: heartbeat after the rebalance of %s failed: %s", self.consumer_group, topic, exc)
+        await self._heartbeat_after_rebalance(topic)
         await self.consumer.notify_queue_listener(topic, set(mq_all), set(mq_divided))
 
     async def remove_unnecessary_message_queue(self, mq: MessageQueue, pq: ProcessQueue) -> bool:
         await self.consumer.release_queue(mq, pq)
         return True
-
-    def remove_dirty_offset(self, mq: MessageQueue) -> None:
-        self.consumer.offset_store.remove_offset(mq)
-
-    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """The group's offset (this consumer's last commit first, then the store); without one, per
-        ``consume_from`` (see `rocketflow.client.consumer.coordinator.start_offset`); -1 when the store
-        could not be asked."""
-        consumer = self.consumer
-        return await compute_pull_from_where(mq, consumer.offset_store, ReadOffsetType.MEMORY_FIRST_THEN_STORE,
-                                             consumer.consume_from, consumer.consume_timestamp_ms, self)
 
     def dispatch_pull_request(self, pull_requests: list[PullRequest]) -> None:
         for request in pull_requests:

@@ -16,48 +16,25 @@ import logging
 from collections.abc import Coroutine
 from typing import Any, Protocol
 
-from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
-from rocketflow.client.consumer.coordinator.rebalance import RebalanceImpl, acquire_consume_lock
-from rocketflow.client.consumer.coordinator.start_offset import compute_pull_from_where
+from rocketflow.client.consumer.coordinator.rebalance import HostedRebalance, RebalanceHost, acquire_consume_lock
 from rocketflow.client.consumer.fetcher import PullRequest
-from rocketflow.client.consumer.offset_store import OffsetStore, ReadOffsetType
+from rocketflow.client.consumer.offset_store import ReadOffsetType
 from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.client.consumer.push_settings import PushConsumerSettings
-from rocketflow.client.errors import MQError
-from rocketflow.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel, now_millis
+from rocketflow.protocol.bodies import ConsumeType, MessageModel, now_millis
 from rocketflow.protocol.message import MessageQueue
 
 logger = logging.getLogger(__name__)
 
 
-class PushRebalanceHost(Protocol):
+class PushRebalanceHost(RebalanceHost, Protocol):
     """What the push consumer's rebalance uses of its consumer (a `PushConsumer`)."""
-
-    @property
-    def group(self) -> str: ...
-
-    @property
-    def message_model(self) -> MessageModel: ...
-
-    @property
-    def allocate_strategy(self) -> AllocateMessageQueueStrategy: ...
-
-    @property
-    def consume_from(self) -> ConsumeFromWhere: ...
-
-    @property
-    def consume_timestamp_ms(self) -> int: ...
 
     @property
     def consume_orderly(self) -> bool: ...
 
     @property
     def settings(self) -> PushConsumerSettings: ...
-
-    @property
-    def offset_store(self) -> OffsetStore: ...
-
-    def new_process_queue(self) -> ProcessQueue: ...
 
     def apply_topic_thresholds(self, queue_count: int) -> None: ...
 
@@ -66,13 +43,14 @@ class PushRebalanceHost(Protocol):
     def spawn(self, coro: Coroutine[Any, Any, Any]) -> None: ...
 
 
-class RebalancePushImpl(RebalanceImpl):
-    """The push consumer's rebalance: offsets from the offset store, pull requests for new queues."""
+class RebalancePushImpl(HostedRebalance[PushRebalanceHost]):
+    """The push consumer's rebalance: offsets from the offset store (the broker's or the local file's,
+    never the memory's), pull requests for new queues."""
+
+    start_offset_read_type = ReadOffsetType.READ_FROM_STORE
 
     def __init__(self, consumer: PushRebalanceHost) -> None:
-        super().__init__(consumer.group, consumer.message_model, consumer.allocate_strategy,
-                         process_queue_factory=consumer.new_process_queue)
-        self.consumer = consumer
+        super().__init__(consumer)
         self._delayed_unlocks: dict[MessageQueue, asyncio.TimerHandle] = {}
 
     def consume_type(self) -> ConsumeType:
@@ -89,10 +67,7 @@ class RebalancePushImpl(RebalanceImpl):
                         subscription.sub_version, new_version)
             subscription.sub_version = new_version
         self.consumer.apply_topic_thresholds(len(self.process_queue_table))
-        try:
-            await self.instance.send_heartbeat_to_all_brokers()
-        except MQError as exc:
-            logger.warning("%s: heartbeat after the rebalance of %s failed: %s", self.consumer_group, topic, exc)
+        await self._heartbeat_after_rebalance(topic)
         if subscription is not None and self.subscription_inner.get(topic) is subscription:
             self._announced_sub_versions[topic] = new_version
 
@@ -160,16 +135,6 @@ class RebalancePushImpl(RebalanceImpl):
             await self._unlock_batch(broker_name, mqs, oneway)
 
     # ------------------------------------------------------------------ new queues
-
-    def remove_dirty_offset(self, mq: MessageQueue) -> None:
-        self.consumer.offset_store.remove_offset(mq)
-
-    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
-        """The committed offset at the broker (or the local file); without one, per ``consume_from`` (see
-        `rocketflow.client.consumer.coordinator.start_offset`); -1 when the store could not be asked."""
-        consumer = self.consumer
-        return await compute_pull_from_where(mq, consumer.offset_store, ReadOffsetType.READ_FROM_STORE,
-                                             consumer.consume_from, consumer.consume_timestamp_ms, self)
 
     def dispatch_pull_request(self, pull_requests: list[PullRequest]) -> None:
         for request in pull_requests:

@@ -2,7 +2,8 @@
 
 `RebalanceImpl` holds what every consumer variant shares: the subscription table, the topics'
 queues, the process-queue table and the per-topic reconciliation; its base `BrokerQueueLocks` holds
-the broker-side queue locks. A variant says what a removal means, where a new queue starts and what
+the broker-side queue locks. `HostedRebalance` adds what the variants of one consumer share (its
+settings, its offset store, where a new queue starts). A variant says what a removal means and what
 to do with new queues: `rocketflow.client.consumer.coordinator.push` (pull requests for the push
 consumer) and `rocketflow.client.consumer.coordinator.lite_pull` (pull tasks of the pull consumer).
 
@@ -38,15 +39,17 @@ import logging
 import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from typing import Final
+from typing import Final, Generic, Protocol, TypeVar
 
 from rocketflow.client.consumer.allocate import AllocateMessageQueueStrategy
 from rocketflow.client.consumer.coordinator.broker_locks import BrokerQueueLocks
+from rocketflow.client.consumer.coordinator.start_offset import compute_pull_from_where
 from rocketflow.client.consumer.fetcher import PullRequest
+from rocketflow.client.consumer.offset_store import OffsetStore, ReadOffsetType
 from rocketflow.client.consumer.process_queue import ProcessQueue
-from rocketflow.client.errors import MQClientError
+from rocketflow.client.errors import MQClientError, MQError
 from rocketflow.client.instance import ClientInstance
-from rocketflow.protocol.bodies import ConsumeType, MessageModel, SubscriptionData
+from rocketflow.protocol.bodies import ConsumeFromWhere, ConsumeType, MessageModel, SubscriptionData
 from rocketflow.protocol.message import MessageQueue
 from rocketflow.protocol.names import is_retry_topic
 
@@ -385,6 +388,62 @@ class RebalanceImpl(BrokerQueueLocks, ABC):
                                                      timestamp_ms)
 
 
+class RebalanceHost(Protocol):
+    """What every rebalance variant uses of its consumer."""
+
+    @property
+    def group(self) -> str: ...
+
+    @property
+    def message_model(self) -> MessageModel: ...
+
+    @property
+    def allocate_strategy(self) -> AllocateMessageQueueStrategy: ...
+
+    @property
+    def consume_from(self) -> ConsumeFromWhere: ...
+
+    @property
+    def consume_timestamp_ms(self) -> int: ...
+
+    @property
+    def offset_store(self) -> OffsetStore: ...
+
+    def new_process_queue(self) -> ProcessQueue: ...
+
+
+_HostT = TypeVar("_HostT", bound=RebalanceHost)
+
+
+class HostedRebalance(RebalanceImpl, Generic[_HostT]):
+    """The rebalance of one consumer (``consumer``): its group, settings and offset store."""
+
+    #: How a new queue's committed offset is read from the offset store.
+    start_offset_read_type: ReadOffsetType
+
+    def __init__(self, consumer: _HostT) -> None:
+        super().__init__(consumer.group, consumer.message_model, consumer.allocate_strategy,
+                         process_queue_factory=consumer.new_process_queue)
+        self.consumer = consumer
+
+    def remove_dirty_offset(self, mq: MessageQueue) -> None:
+        self.consumer.offset_store.remove_offset(mq)
+
+    async def compute_pull_from_where(self, mq: MessageQueue) -> int:
+        """The group's offset (read per `start_offset_read_type`); without one, per ``consume_from`` (see
+        `rocketflow.client.consumer.coordinator.start_offset`); -1 when the store could not be asked."""
+        consumer = self.consumer
+        return await compute_pull_from_where(mq, consumer.offset_store, self.start_offset_read_type,
+                                             consumer.consume_from, consumer.consume_timestamp_ms, self)
+
+    async def _heartbeat_after_rebalance(self, topic: str) -> None:
+        """Tell the brokers the new share of ``topic`` (a failure is logged)."""
+        try:
+            await self.instance.send_heartbeat_to_all_brokers()
+        except MQError as exc:
+            logger.warning("%s: heartbeat after the rebalance of %s failed: %s", self.consumer_group, topic, exc)
+
+
 def _strategy_name(strategy: object) -> str:
     try:
         return str(strategy.name)  # type: ignore[attr-defined]
@@ -392,4 +451,4 @@ def _strategy_name(strategy: object) -> str:
         return type(strategy).__name__
 
 
-__all__ = ["CONSUME_LOCK_TRY_TIMEOUT", "RebalanceImpl", "acquire_consume_lock"]
+__all__ = ["CONSUME_LOCK_TRY_TIMEOUT", "HostedRebalance", "RebalanceHost", "RebalanceImpl", "acquire_consume_lock"]
