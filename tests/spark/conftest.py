@@ -37,7 +37,7 @@ def spark() -> Iterator[SparkSession]:
 
 @pytest.fixture(scope="session")
 def cluster() -> Iterator[DevCluster]:
-    dev = DevCluster.start_in_thread()
+    dev = DevCluster.start_in_thread(broker_settings={"grpc_port": 0})  # 5.x clients send to it too
     try:
         yield dev
     finally:

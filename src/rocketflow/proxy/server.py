@@ -52,6 +52,18 @@ def method_handlers(service: MessagingService) -> dict[str, grpc.RpcMethodHandle
     return handlers
 
 
+def _decrypted_key(pem: bytes, password: str) -> bytes:
+    """A password-protected PEM key as an unencrypted one, in memory only: grpcio takes no key password."""
+    from cryptography.hazmat.primitives import serialization
+
+    try:
+        key = serialization.load_pem_private_key(pem, password.encode())
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"cannot decrypt the broker's TLS key for the gRPC endpoint: {exc}") from None
+    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8,
+                             serialization.NoEncryption())
+
+
 class GrpcServer:
     """Serves ``apache.rocketmq.v2.MessagingService`` for one broker."""
 
@@ -86,10 +98,10 @@ class GrpcServer:
         settings = self.access.config.tls_server_settings()
         if settings.mode is TlsMode.DISABLED or settings.cert_path is None:
             return None
-        if settings.key_password:
-            raise ValueError("the gRPC endpoint cannot use a password-protected TLS key")
         chain = Path(settings.cert_path).read_bytes()
         key = Path(settings.key_path).read_bytes() if settings.key_path is not None else chain
+        if settings.key_password:
+            key = _decrypted_key(key, settings.key_password)
         roots = Path(settings.trust_cert_path).read_bytes() if settings.trust_cert_path is not None else None
         require = settings.need_client_auth is ClientAuth.REQUIRE
         return grpc.ssl_server_credentials([(key, chain)], root_certificates=roots,

@@ -33,9 +33,10 @@ class Received:
 class RawClient:
     """Calls the endpoint's RPCs directly (a client id in the metadata, as the official clients send it)."""
 
-    def __init__(self, address: str) -> None:
+    def __init__(self, address: str, credentials: grpc.ChannelCredentials | None = None) -> None:
         self.address = address
-        self.channel = grpc.insecure_channel(address)
+        self.channel = (grpc.insecure_channel(address) if credentials is None
+                        else grpc.secure_channel(address, credentials))
         self.stub = sgrpc.MessagingServiceStub(self.channel)
         self.client_id = f"raw-{uuid.uuid4().hex[:8]}"
         self.metadata = (("x-mq-client-id", self.client_id), ("x-mq-protocol", "v2"))

@@ -204,6 +204,22 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
             return False
         return True
 
+    def _settled_inline(self, pq: ProcessQueue, mq: MessageQueue, msgs: list[MessageExt],
+                        context: ConsumeOrderlyContext, result: object, error: BaseException | None,
+                        hook_context: ConsumeMessageContext | None, started: float, tally: CallTally) -> bool:
+        """Settle the common outcome (SUCCESS, no error or hook, auto-commit) at once: commit and go on.
+        False leaves the batch to the full result handling."""
+        if (result is not ConsumeOrderlyStatus.SUCCESS or error is not None or hook_context is not None
+                or context.auto_commit is not True or pq.dropped):
+            return False
+        tally.succeeded(len(msgs), started)
+        commit_offset = pq.commit()
+        if commit_offset >= 0 and not pq.dropped:
+            self.consumer.offset_store.update_offset(mq, commit_offset, False)
+        if tally.calls >= STATS_FLUSH_CALLS:
+            self.record_calls(tally, mq.topic)
+        return True
+
     def _consume_sync(self, pq: ProcessQueue, mq: MessageQueue) -> None:
         if pq.dropped:
             return
@@ -214,8 +230,6 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 return
             begin = time.monotonic()
             batch_size = self.consumer.settings.consume_message_batch_max_size
-            success = ConsumeOrderlyStatus.SUCCESS
-            update_offset = self.consumer.offset_store.update_offset
             tally = CallTally()
             from_retry_topic = mq.topic == self.consumer.retry_topic
             hooks = self.consumer.hooks
@@ -255,15 +269,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                                        exc_info=True)
                     finally:
                         consume_lock.release()
-                    if (result is success and error is None and hook_context is None
-                            and context.auto_commit is True and not pq.dropped):
-                        # the common outcome, settled inline: commit and go on
-                        tally.succeeded(len(msgs), started)
-                        commit_offset = pq.commit()
-                        if commit_offset >= 0 and not pq.dropped:
-                            update_offset(mq, commit_offset, False)
-                        if tally.calls >= STATS_FLUSH_CALLS:
-                            self.record_calls(tally, mq.topic)
+                    if self._settled_inline(pq, mq, msgs, context, result, error, hook_context, started, tally):
                         continue
                 status = self._after_listener(mq, msgs, result, error, started, hook_context)
                 dead_letter_sent: dict[int, bool] = {}
@@ -345,8 +351,6 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                 return
             begin = time.monotonic()
             batch_size = self.consumer.settings.consume_message_batch_max_size
-            success = ConsumeOrderlyStatus.SUCCESS
-            update_offset = self.consumer.offset_store.update_offset
             tally = CallTally()
             from_retry_topic = mq.topic == self.consumer.retry_topic
             while self._keep_going(pq, mq, begin):
@@ -373,15 +377,7 @@ class ConsumeMessageOrderlyService(ConsumeMessageService):
                                    exc_info=True)
                 finally:
                     consume_lock.release()
-                if (result is success and error is None and hook_context is None and context.auto_commit is True
-                        and not pq.dropped):
-                    # the common outcome, settled inline: commit and go on
-                    tally.succeeded(len(msgs), started)
-                    commit_offset = pq.commit()
-                    if commit_offset >= 0 and not pq.dropped:
-                        update_offset(mq, commit_offset, False)
-                    if tally.calls >= STATS_FLUSH_CALLS:
-                        self.record_calls(tally, mq.topic)
+                if self._settled_inline(pq, mq, msgs, context, result, error, hook_context, started, tally):
                     continue
                 status = self._after_listener(mq, msgs, result, error, started, hook_context)
                 dead_letter_sent: dict[int, bool] = {}

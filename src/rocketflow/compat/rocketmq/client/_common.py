@@ -6,7 +6,8 @@ import enum
 import urllib.parse
 import urllib.request
 from dataclasses import dataclass
-from typing import Any, Final
+from types import TracebackType
+from typing import Any, Final, Self
 
 #: How long fetching a name server list from a ``set_name_server_domain`` URL may take (seconds).
 DOMAIN_FETCH_TIMEOUT: Final = 5.0
@@ -88,6 +89,43 @@ def fetch_namesrv_addr(domain: str) -> str:
     if not lines or not lines[0].strip():
         raise ValueError(f"{url} served no name server address")
     return lines[0].strip()
+
+
+class ClientSettings:
+    """What every compat client has: where and as whom it connects, and ``with`` to start and shut it down."""
+
+    _connection: Connection
+
+    def start(self) -> None:
+        raise NotImplementedError
+
+    def shutdown(self) -> None:
+        raise NotImplementedError
+
+    def __enter__(self) -> Self:
+        self.start()
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 traceback: TracebackType | None) -> None:
+        self.shutdown()
+
+    def set_name_server_address(self, addr: str | bytes) -> None:
+        """``"host:port"`` or ``"host:port;host:port"``."""
+        self._connection.namesrv_addr = as_text(addr, "addr")
+
+    def set_name_server_domain(self, domain: str | bytes) -> None:
+        """A URL serving the name server list (fetched once, at ``start()``, when no address is set)."""
+        self._connection.namesrv_domain = as_text(domain, "domain")
+
+    def set_session_credentials(self, access_key: str | bytes, access_secret: str | bytes,
+                                channel: str | bytes) -> None:
+        """ACL keys: every request is signed with them (``channel`` is accepted and not used)."""
+        self._connection.set_credentials(access_key, access_secret, channel)
+
+    def set_instance_name(self, name: str | bytes) -> None:
+        """The client instance name (part of the client id); the C library had it, the wrapper did not."""
+        self._connection.instance_name = as_text(name, "name")
 
 
 class ClientState(enum.Enum):

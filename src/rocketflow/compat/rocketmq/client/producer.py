@@ -7,7 +7,6 @@ import ctypes
 import logging
 import threading
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Final
 
 from rocketflow import Message as _RfMessage
@@ -16,7 +15,7 @@ from rocketflow import Producer as _RfProducer
 from rocketflow.client import MQError
 from rocketflow.client import SendResult as _RfSendResult
 from rocketflow.client import SendStatus as _RfSendStatus
-from rocketflow.compat.rocketmq.client._common import ClientState, Connection, as_int, as_text
+from rocketflow.compat.rocketmq.client._common import ClientSettings, ClientState, Connection, as_int, as_text
 from rocketflow.compat.rocketmq.client.message import (
     Message,
     ReceivedMessage,
@@ -75,7 +74,7 @@ def hashing_queue_selector(mq_size: int, msg: ReceivedMessage, arg: int) -> int:
 
 
 
-class Producer:
+class Producer(ClientSettings):
     """A producer: ``Producer(group_id)``, the setters, ``start()``, the sends, ``shutdown()``.
 
     ``Producer(group_id, orderly=False, timeout=None, compress_level=None, max_message_size=None)`` is
@@ -107,39 +106,14 @@ class Producer:
         if max_message_size is not None:
             self.set_max_message_size(max_message_size)
 
-    def __enter__(self) -> Producer:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.shutdown()
-
     # ------------------------------------------------------------------ settings
 
     def set_group(self, group_name: str | bytes) -> None:
         self._group = as_text(group_name, "group_name")
 
-    def set_name_server_address(self, addr: str | bytes) -> None:
-        """``"host:port"`` or ``"host:port;host:port"``."""
-        self._connection.namesrv_addr = as_text(addr, "addr")
-
-    def set_name_server_domain(self, domain: str | bytes) -> None:
-        """A URL serving the name server list (fetched once, at ``start()``, when no address is set)."""
-        self._connection.namesrv_domain = as_text(domain, "domain")
-
     #: 0.4.x spellings
-    set_namesrv_addr = set_name_server_address
-    set_namesrv_domain = set_name_server_domain
-
-    def set_session_credentials(self, access_key: str | bytes, access_secret: str | bytes,
-                                channel: str | bytes) -> None:
-        """ACL keys: every request is signed with them (``channel`` is accepted and not used)."""
-        self._connection.set_credentials(access_key, access_secret, channel)
-
-    def set_instance_name(self, name: str | bytes) -> None:
-        """The client instance name (part of the client id); the C library had it, the wrapper did not."""
-        self._connection.instance_name = as_text(name, "name")
+    set_namesrv_addr = ClientSettings.set_name_server_address
+    set_namesrv_domain = ClientSettings.set_name_server_domain
 
     def set_timeout(self, timeout: int) -> None:
         """The send timeout, in milliseconds."""

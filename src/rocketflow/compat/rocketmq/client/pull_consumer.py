@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Callable, Iterator
-from types import TracebackType
 from typing import Any, Final
 
 from rocketflow import MessageQueue
 from rocketflow import PullConsumer as _RfPullConsumer
 from rocketflow.client import MQError
 from rocketflow.client.admin import Admin
-from rocketflow.compat.rocketmq.client._common import ClientState, Connection, as_text
+from rocketflow.compat.rocketmq.client._common import ClientSettings, ClientState, Connection, as_text
 from rocketflow.compat.rocketmq.client.message import RecvMessage
 from rocketflow.compat.rocketmq.exceptions import (
     ConsumerException,
@@ -33,7 +32,7 @@ def _tag_filter(expression: str) -> Callable[[str | None], bool]:
     return lambda tags: tags is not None and tags in wanted
 
 
-class PullConsumer:
+class PullConsumer(ClientSettings):
     """0.4.x's pull consumer: ``for msg in consumer.pull(topic): ...`` reads every queue of the topic
     from where the previous ``pull`` left it (offset 0 at first) to its end.
 
@@ -54,30 +53,12 @@ class PullConsumer:
         self._admin: Admin | None = None
         self._assigned: set[MessageQueue] = set()
 
-    def __enter__(self) -> PullConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.shutdown()
-
     def set_group(self, group_id: str | bytes) -> None:
         self._group = as_text(group_id, "group_id")
 
-    def set_namesrv_addr(self, addr: str | bytes) -> None:
-        self._connection.namesrv_addr = as_text(addr, "addr")
-
-    def set_namesrv_domain(self, domain: str | bytes) -> None:
-        self._connection.namesrv_domain = as_text(domain, "domain")
-
-    #: 2.0.x spellings (rocketflow's additions: 2.0.x has no pull consumer)
-    set_name_server_address = set_namesrv_addr
-    set_name_server_domain = set_namesrv_domain
-
-    def set_session_credentials(self, access_key: str | bytes, access_secret: str | bytes,
-                                channel: str | bytes) -> None:
-        self._connection.set_credentials(access_key, access_secret, channel)
+    #: 0.4.x spellings (2.0.x has no pull consumer; rocketflow gives it both)
+    set_namesrv_addr = ClientSettings.set_name_server_address
+    set_namesrv_domain = ClientSettings.set_name_server_domain
 
     def start(self) -> None:
         """Connect; raises `PullConsumerStartFailed`. A second call does nothing."""

@@ -6,7 +6,6 @@ import logging
 import os
 import threading
 from collections.abc import Callable
-from types import TracebackType
 from typing import Any, Final
 
 from rocketflow import ConsumeFromWhere, MessageExt
@@ -19,7 +18,7 @@ from rocketflow.client import (
     ConsumeOrderlyStatus,
     MQError,
 )
-from rocketflow.compat.rocketmq.client._common import ClientState, Connection, as_int, as_text
+from rocketflow.compat.rocketmq.client._common import ClientSettings, ClientState, Connection, as_int, as_text
 from rocketflow.compat.rocketmq.client.message import ConsumeStatus, MessageModel, ReceivedMessage, RecvMessage
 from rocketflow.compat.rocketmq.exceptions import ConsumerException, NullPointerException, PushConsumerStartFailed
 
@@ -32,7 +31,7 @@ _MESSAGE_MODEL: Final = {
 
 
 
-class PushConsumer:
+class PushConsumer(ClientSettings):
     """A push consumer: ``PushConsumer(group_id)``, the setters, ``subscribe(topic, callback)``, ``start()``.
 
     ``callback(ReceivedMessage)`` is called once per message, on one of ``set_thread_count`` threads;
@@ -61,14 +60,6 @@ class PushConsumer:
         self._consumer: _RfPushConsumer | None = None
         self.set_message_model(message_model)
 
-    def __enter__(self) -> PushConsumer:
-        self.start()
-        return self
-
-    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
-                 traceback: TracebackType | None) -> None:
-        self.shutdown()
-
     # ------------------------------------------------------------------ settings
 
     def set_message_model(self, model: MessageModel | int) -> None:
@@ -77,12 +68,6 @@ class PushConsumer:
 
     def set_group(self, group_id: str | bytes) -> None:
         self._group = as_text(group_id, "group_id")
-
-    def set_name_server_address(self, addr: str | bytes) -> None:
-        self._connection.namesrv_addr = as_text(addr, "addr")
-
-    def set_name_server_domain(self, domain: str | bytes) -> None:
-        self._connection.namesrv_domain = as_text(domain, "domain")
 
     def set_namesrv_addr(self, addr: str | bytes) -> None:
         """0.4.x spelling of `set_name_server_address`; also selects 0.4.x's callback contract."""
@@ -93,13 +78,6 @@ class PushConsumer:
         """0.4.x spelling of `set_name_server_domain`; also selects 0.4.x's callback contract."""
         self._legacy = True
         self.set_name_server_domain(domain)
-
-    def set_session_credentials(self, access_key: str | bytes, access_secret: str | bytes,
-                                channel: str | bytes) -> None:
-        self._connection.set_credentials(access_key, access_secret, channel)
-
-    def set_instance_name(self, name: str | bytes) -> None:
-        self._connection.instance_name = as_text(name, "name")
 
     def set_thread_count(self, thread_count: int) -> None:
         """Consume threads (default: one per CPU, as the C++ client); applied at ``start()``."""
