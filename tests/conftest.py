@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import shutil
 import tempfile
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -14,6 +13,7 @@ from hypothesis import HealthCheck, settings
 
 from rocketflow.client import ClientInstance
 from rocketflow.client.instance import shutdown_all
+from testkit import client_threads
 
 # CI runs on 2 shared cores: time per example varies with load, so never fail on timing.
 settings.register_profile("rocketflow", deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -52,10 +52,6 @@ def captured_dir() -> Path:
     """The captured real-client sessions (``<client>/frames_*.jsonl``); missing files fail, never skip."""
     assert sorted(CAPTURED_DIR.glob("*/frames_*.jsonl")), f"no captured frames under {CAPTURED_DIR}"
     return CAPTURED_DIR
-
-
-def client_threads() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if thread.name.startswith("rocketflow-client")]
 
 
 @pytest.fixture()

@@ -29,13 +29,13 @@ from rocketflow.client.instance import shutdown_all
 from rocketflow.dev import DevCluster
 from rocketflow.namesrv import NameServer, NamesrvConfig
 from rocketflow.net import RemotingClient
-from rocketflow.protocol.bodies import TopicConfig
 from rocketflow.protocol.codec import decode_records
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.sysflag import PullSysFlag
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import PullMessageRequestHeader
+from testkit import create_topic as create_routed_topic
 from testkit import wait_until
 
 ADMIN = SessionCredentials("aclAdmin01", "adminSecret01")
@@ -141,13 +141,7 @@ def admin_instance(cluster: DevCluster) -> Iterator[ClientInstance]:
 
 def create_topic(cluster: DevCluster, topic: str, queues: int = 2) -> None:
     with admin_instance(cluster) as instance:
-        instance.run(instance.api.create_topic(cluster.broker_addr, TopicConfig(topic, queues, queues)))
-
-        def routed() -> bool:
-            route = instance.run(instance.api.get_topic_route(topic))
-            return route is not None and bool(route.queue_datas)
-
-        wait_until(routed, what=f"route of {topic}")
+        create_routed_topic(instance, cluster.broker_addr, topic, queues)
 
 
 def read_queue(instance: ClientInstance, broker_addr: str, mq: MessageQueue) -> list[MessageExt]:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import time
 import uuid
 from collections.abc import Callable, Iterator
 
@@ -23,7 +22,7 @@ from spark_helpers import build_session
 from rocketflow.client import Producer
 from rocketflow.client.instance import shutdown_all
 from rocketflow.dev import DevCluster
-from rocketflow.protocol.bodies import TopicConfig
+from testkit import create_topic
 
 
 @pytest.fixture(scope="session")
@@ -57,15 +56,8 @@ def new_topic(cluster: DevCluster, producer: Producer) -> Callable[..., str]:
 
     def create(queues: int = 4) -> str:
         topic = f"SparkT_{uuid.uuid4().hex[:10]}"
-        instance = producer.instance
-        instance.run(instance.api.create_topic(cluster.broker_addr, TopicConfig(topic, queues, queues)))
-        deadline = time.monotonic() + 10
-        while time.monotonic() < deadline:
-            route = instance.run(instance.api.get_topic_route(topic))
-            if route is not None and route.queue_datas:
-                return topic
-            time.sleep(0.05)
-        raise AssertionError(f"topic {topic} never got a route")
+        create_topic(producer.instance, cluster.broker_addr, topic, queues)
+        return topic
 
     return create
 

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import threading
-
 from rocketflow.client import ClientInstance, PullStatus
-from rocketflow.protocol.bodies import TopicConfig
 from rocketflow.protocol.codec import decode_records
 from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.protocol.sysflag import PullSysFlag
 from rocketflow.remoting.headers import PullMessageRequestHeader
-from testkit import wait_until
 
 READER_GROUP = "client_test_reader"
 
@@ -31,17 +27,3 @@ def pull_messages(instance: ClientInstance, mq: MessageQueue, offset: int = 0, *
 
 
 
-
-def create_topic(instance: ClientInstance, broker_addr: str, topic: str, queues: int) -> None:
-    """Create ``topic`` on one broker and wait until the name server routes it there."""
-    instance.run(instance.api.create_topic(broker_addr, TopicConfig(topic, queues, queues)))
-
-    def routed() -> bool:
-        route = instance.run(instance.api.get_topic_route(topic))
-        return route is not None and any(broker_addr in broker.broker_addrs.values() for broker in route.broker_datas)
-
-    wait_until(routed)
-
-
-def client_threads() -> list[threading.Thread]:
-    return [thread for thread in threading.enumerate() if thread.name.startswith("rocketflow-client")]

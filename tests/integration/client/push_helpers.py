@@ -9,12 +9,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from client_helpers import create_topic, pull_messages, wait_until
+from client_helpers import pull_messages
 
 from rocketflow import Message, Producer, PushConsumer
 from rocketflow.client import ClientConfig, ClientInstance, MQBrokerError
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt, MessageQueue
+from testkit import create_topic, wait_until
 
 #: Fast client timings for tests (seconds).
 FAST_CLIENT = {"persist_first_delay": 0.2, "persist_consumer_offset_interval": 0.2, "poll_name_server_interval": 1.0}

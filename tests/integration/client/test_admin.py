@@ -7,7 +7,6 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from client_helpers import wait_until
 
 from rocketflow import Message, Producer, PushConsumer
 from rocketflow.client import (
@@ -22,6 +21,7 @@ from rocketflow.client.admin import EARLIEST, LATEST, ORDER_TOPIC_CONFIG_NAMESPA
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
 from rocketflow.remoting.codes import ResponseCode
+from testkit import wait_until
 
 
 @pytest.fixture

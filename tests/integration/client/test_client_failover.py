@@ -5,12 +5,13 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from client_helpers import create_topic, pull_messages
+from client_helpers import pull_messages
 
 from rocketflow import Message, Producer
 from rocketflow.client import MQClientError, MQConnectError, SendStatus
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageQueue
+from testkit import create_topic
 
 
 @pytest.fixture

@@ -13,7 +13,6 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
-from client_helpers import create_topic, wait_until
 
 from rocketflow.client import ClientConfig, ClientInstance, MQClientError, MQTimeoutError
 from rocketflow.client.api import PullStatus
@@ -25,6 +24,7 @@ from rocketflow.protocol.sysflag import build_pull_sys_flag
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import GetConsumerRunningInfoRequestHeader
+from testkit import create_topic, wait_until
 
 TOPIC = "ClientInstanceT"
 GROUP = "cg_instance"

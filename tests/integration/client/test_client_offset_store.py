@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from client_helpers import create_topic, wait_until
 
 from rocketflow.client import ClientConfig, ClientInstance, ReadOffsetType, RemoteBrokerOffsetStore
 from rocketflow.dev import DevCluster
@@ -13,6 +12,7 @@ from rocketflow.net import RemotingServer
 from rocketflow.protocol.message import MessageQueue
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
+from testkit import create_topic, wait_until
 
 TOPIC = "ClientOffsets"
 GROUP = "cg_offsets"

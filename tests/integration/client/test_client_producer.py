@@ -10,7 +10,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from client_helpers import client_threads, create_topic, pull_messages, wait_until
+from client_helpers import pull_messages
 
 from rocketflow import Message, Producer
 from rocketflow.client import ClientInstance, MQClientError, SendStatus
@@ -18,6 +18,7 @@ from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageConst, MessageQueue
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.protocol.tags import java_string_hash
+from testkit import client_threads, create_topic, wait_until
 
 SRC_DIR = Path(__file__).resolve().parents[3] / "src"
 

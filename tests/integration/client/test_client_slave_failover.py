@@ -7,13 +7,13 @@ import threading
 from collections.abc import Iterator
 
 import pytest
-from client_helpers import create_topic, wait_until
 
 from rocketflow import Message, Producer, PushConsumer
 from rocketflow.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, SendStatus
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
 from rocketflow.store import BrokerRole
+from testkit import create_topic, wait_until
 
 BROKER = "broker-ha"
 TOPIC = "SlaveFailover"

@@ -7,13 +7,13 @@ import asyncio
 
 import pytest
 import uvloop
-from client_helpers import wait_until
 from push_helpers import Recorder, make_topic, new_consumer, send
 
 from rocketflow import Producer
 from rocketflow.client import ConsumeFromWhere, ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
+from testkit import wait_until
 
 
 def running_loop(cluster: DevCluster) -> asyncio.AbstractEventLoop:

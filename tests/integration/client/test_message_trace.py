@@ -8,7 +8,6 @@ from collections.abc import Iterator
 
 import pytest
 from click.testing import CliRunner
-from client_helpers import create_topic, wait_until
 
 from rocketflow import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
 from rocketflow.cli.main import cli
@@ -18,6 +17,7 @@ from rocketflow.client.trace import TraceType
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
 from rocketflow.protocol.names import TRACE_TOPIC
+from testkit import create_topic, wait_until
 
 
 @pytest.fixture(scope="module")

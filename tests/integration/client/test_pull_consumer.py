@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_helpers import client_threads, wait_until
 from push_helpers import FAST_CLIENT, admin, broker_offset, make_topic, send
 
 from rocketflow import Message, Producer, PullConsumer
@@ -20,6 +19,7 @@ from rocketflow.client import ConsumeFromWhere, LocalFileOffsetStore, MessageMod
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.bodies import ConsumeType
 from rocketflow.protocol.message import MessageExt, MessageQueue
+from testkit import client_threads, wait_until
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_helpers import wait_until
 from push_helpers import Recorder, make_topic, new_consumer, send
 
 from rocketflow import Producer, PushConsumer
@@ -24,6 +23,7 @@ from rocketflow.client import (
 )
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt
+from testkit import wait_until
 
 BROADCASTING = MessageModel.BROADCASTING
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET

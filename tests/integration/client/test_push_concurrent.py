@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable, Iterator
 
 import pytest
-from client_helpers import client_threads, wait_until
 from push_helpers import Recorder, admin, broker_offset, make_topic, new_consumer, send
 
 from rocketflow import Producer, PushConsumer
@@ -31,6 +30,7 @@ from rocketflow.protocol.message import MessageExt, MessageQueue
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import GetConsumerRunningInfoRequestHeader
+from testkit import client_threads, wait_until
 
 SUCCESS = ConsumeConcurrentlyStatus.CONSUME_SUCCESS
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET

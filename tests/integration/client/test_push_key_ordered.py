@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_helpers import pull_messages, wait_until
+from client_helpers import pull_messages
 from push_helpers import admin, broker_offset, make_topic, new_consumer
 from test_push_processes import CLIENT_SETTINGS, ConsumerProcess, read_records
 
@@ -33,6 +33,7 @@ from rocketflow.client.consumer.consume.key_ordered import ConsumeKeyOrderedCont
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.names import dlq_topic
+from testkit import wait_until
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 SUCCESS = ConsumeOrderlyStatus.SUCCESS

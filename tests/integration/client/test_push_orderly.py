@@ -12,13 +12,13 @@ from dataclasses import dataclass
 from itertools import pairwise
 
 import pytest
-from client_helpers import wait_until
 from push_helpers import admin, broker_offset, make_topic, new_consumer, send
 
 from rocketflow import Producer, PushConsumer
 from rocketflow.client import ConsumeFromWhere, ConsumeOrderlyContext, ConsumeOrderlyStatus
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt, MessageQueue
+from testkit import wait_until
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 SUCCESS = ConsumeOrderlyStatus.SUCCESS

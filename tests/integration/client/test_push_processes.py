@@ -25,7 +25,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_helpers import wait_until
 from push_consumer_proc import ProcessQueueTokens
 from push_helpers import admin, broker_offset, make_topic
 
@@ -33,6 +32,7 @@ from rocketflow import Message, Producer
 from rocketflow.client.consumer.process_queue import ProcessQueue
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageQueue
+from testkit import wait_until
 
 SCRIPT = Path(__file__).with_name("push_consumer_proc.py")
 #: Broker locks live 6 s (instead of 60) so that a killed member's queues move on quickly.

@@ -7,7 +7,6 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from client_helpers import create_topic, wait_until
 
 from rocketflow import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, MessageSelector, Producer, PushConsumer
 from rocketflow.client import MQClientError, PullConsumer
@@ -16,6 +15,7 @@ from rocketflow.protocol.message import MessageExt
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import PullMessageRequestHeader
+from testkit import create_topic, wait_until
 
 
 @pytest.fixture(scope="module")

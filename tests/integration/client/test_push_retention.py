@@ -8,13 +8,13 @@ import time
 from collections.abc import Iterator
 
 import pytest
-from client_helpers import wait_until
 from push_helpers import Recorder, make_topic, new_consumer, send
 
 from rocketflow import Producer
 from rocketflow.client import ConsumeConcurrentlyStatus, ConsumeFromWhere, ConsumeOrderlyStatus
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageExt, MessageQueue
+from testkit import wait_until
 
 TOPIC = "RetentionLagT"
 

@@ -9,7 +9,6 @@ from collections.abc import Iterator
 from itertools import pairwise
 
 import pytest
-from client_helpers import wait_until
 from push_helpers import Recorder, admin, make_topic, new_consumer, read_queue, send
 
 from rocketflow import Producer, PushConsumer
@@ -24,6 +23,7 @@ from rocketflow.client import (
 from rocketflow.dev import DevCluster
 from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.names import SCHEDULE_TOPIC
+from testkit import wait_until
 
 DELAY_LEVELS = "1s 1s 1s 2s 3s 4s 5s 6s 7s 8s 9s 10s 11s 12s 13s 14s 15s 16s"
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET

@@ -8,7 +8,6 @@ import uuid
 from collections.abc import Iterator
 
 import pytest
-from client_helpers import create_topic
 
 from rocketflow import ConsumeConcurrentlyStatus, ConsumeFromWhere, Message, Producer, PushConsumer
 from rocketflow.client import MQClientError, MQTimeoutError, create_reply_message
@@ -18,6 +17,7 @@ from rocketflow.protocol.names import reply_topic
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import SendMessageRequestHeader, SendMessageRequestHeaderV2
+from testkit import create_topic
 
 
 @pytest.fixture()

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from client_helpers import pull_messages, wait_until
+from client_helpers import pull_messages
 
 from rocketflow import LocalTransactionState, Message, TransactionProducer
 from rocketflow.client import MQClientError, Producer, SendStatus
@@ -25,6 +25,7 @@ from rocketflow.protocol.sysflag import MessageSysFlag, transaction_value
 from rocketflow.remoting.codes import RequestCode, ResponseCode
 from rocketflow.remoting.command import RemotingCommand
 from rocketflow.remoting.headers import EndTransactionRequestHeader
+from testkit import wait_until
 
 #: fast check-backs for the tests (RocketMQ: every 60 s, after 6 s, at most 15 times)
 FAST_CHECKS = {"transaction_check_interval_ms": 100, "transaction_timeout_ms": 1000, "transaction_check_max": 3}

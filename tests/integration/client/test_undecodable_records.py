@@ -17,7 +17,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from client_helpers import wait_until
 from push_helpers import FAST_CLIENT, Recorder, admin, broker_offset, make_topic, new_consumer, read_queue
 
 from rocketflow import Message, Producer, PullConsumer, PushConsumer
@@ -36,6 +35,7 @@ from rocketflow.protocol.message import MessageConst, MessageExt, MessageQueue
 from rocketflow.protocol.sysflag import MessageSysFlag
 from rocketflow.remoting.codes import ResponseCode
 from rocketflow.store.put_request import AppendResult, PutMessageRequest, PutMessageStatus
+from testkit import wait_until
 
 FIRST = ConsumeFromWhere.CONSUME_FROM_FIRST_OFFSET
 #: What the attacker stored: flagged COMPRESSED, but not zlib.
