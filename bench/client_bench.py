@@ -201,12 +201,18 @@ def produce_batches(producer: Producer, count: int, progress: Progress) -> dict[
     return rate_dict(count, seconds, meter.stop())
 
 
-def consume(namesrv: str, group: str, count: int, orderly: bool, progress: Progress,
-            profile_dir: Path | None, on_loop: bool = False) -> dict[str, float]:
-    """A push consumer from the first offset until ``count`` messages of TOPIC arrived; ``on_loop``: with an
-    ``async def`` listener (concurrent mode), run on the client's event loop instead of the consume threads."""
-    kind = "orderly" if orderly else "concurrent-async" if on_loop else "concurrent"
-    task = progress.add_task(f"ours: push consumer, {kind}", total=count)
+@dataclass
+class Arrivals:
+    """What a consume phase counts: ``note()`` once per message (a closure, as cheap as the listener's own
+    loop); ``done`` is set at the ``count``-th, ``first`` holds when the first came."""
+
+    note: Callable[[], None]
+    done: threading.Event
+    first: list[float]
+    counter: itertools.count[int]
+
+
+def arrivals(count: int, progress: Progress, task: Any) -> Arrivals:
     counter = itertools.count(1)
     done = threading.Event()
     first = [0.0]
@@ -219,6 +225,40 @@ def consume(namesrv: str, group: str, count: int, orderly: bool, progress: Progr
             progress.update(task, completed=seen)
         if seen == count:
             done.set()
+
+    return Arrivals(note, done, first, counter)
+
+
+def timed_consume(consumer: Any, arrived: Arrivals, count: int, what: str, progress: Progress, task: Any,
+                  profile_dir: Path | None, profile_name: str) -> dict[str, float]:
+    """Start ``consumer`` and time it (wall and this process's CPU) until ``count`` messages arrived."""
+    profiler = Profiler(profile_dir, profile_name)
+    meter = CpuMeter(psutil.Process())
+    meter.start()
+    started = time.perf_counter()
+    consumer.start()
+    try:
+        if not arrived.done.wait(CONSUME_TIMEOUT):
+            raise SystemExit(f"{what} consumer got only {next(arrived.counter) - 1} of {count} messages")
+        seconds = time.perf_counter() - started
+        cpu = meter.stop()
+    finally:
+        profiler.stop()
+        consumer.shutdown()
+    progress.update(task, completed=count)
+    result = rate_dict(count, seconds, cpu)
+    result["first_to_last_msgs_per_s"] = round(count / (started + seconds - arrived.first[0]), 1)
+    return result
+
+
+def consume(namesrv: str, group: str, count: int, orderly: bool, progress: Progress,
+            profile_dir: Path | None, on_loop: bool = False) -> dict[str, float]:
+    """A push consumer from the first offset until ``count`` messages of TOPIC arrived; ``on_loop``: with an
+    ``async def`` listener (concurrent mode), run on the client's event loop instead of the consume threads."""
+    kind = "orderly" if orderly else "concurrent-async" if on_loop else "concurrent"
+    task = progress.add_task(f"ours: push consumer, {kind}", total=count)
+    arrived = arrivals(count, progress, task)
+    note = arrived.note
 
     def concurrent_listener(msgs: list[Any], context: Any) -> ConsumeConcurrentlyStatus:
         for _ in msgs:
@@ -241,23 +281,7 @@ def consume(namesrv: str, group: str, count: int, orderly: bool, progress: Progr
         consumer.register_orderly_listener(orderly_listener)
     else:
         consumer.register_concurrent_listener(async_listener if on_loop else concurrent_listener)
-    profiler = Profiler(profile_dir, f"consume-{kind}")
-    meter = CpuMeter(psutil.Process())
-    meter.start()
-    started = time.perf_counter()
-    consumer.start()
-    try:
-        if not done.wait(CONSUME_TIMEOUT):
-            raise SystemExit(f"{kind} consumer got only {next(counter) - 1} of {count} messages")
-        seconds = time.perf_counter() - started
-        cpu = meter.stop()
-    finally:
-        profiler.stop()
-        consumer.shutdown()
-    progress.update(task, completed=count)
-    result = rate_dict(count, seconds, cpu)
-    result["first_to_last_msgs_per_s"] = round(count / (started + seconds - first[0]), 1)
-    return result
+    return timed_consume(consumer, arrived, count, kind, progress, task, profile_dir, f"consume-{kind}")
 
 
 def consume_compat(namesrv: str, group: str, count: int, progress: Progress,
@@ -265,40 +289,17 @@ def consume_compat(namesrv: str, group: str, count: int, progress: Progress,
     """`rocketflow.compat.rocketmq`'s push consumer, as a rocketmq-client-python user runs it (its callback
     once per message), until ``count`` messages of TOPIC arrived (a new group: the first offset)."""
     task = progress.add_task("ours: rocketmq-client-python drop-in push consumer", total=count)
-    counter = itertools.count(1)
-    done = threading.Event()
-    first = [0.0]
+    arrived = arrivals(count, progress, task)
+    note = arrived.note
 
     def callback(msg: Any) -> compat_client.ConsumeStatus:
-        seen = next(counter)
-        if seen == 1:
-            first[0] = time.perf_counter()
-        if seen % 1000 == 0:
-            progress.update(task, completed=seen)
-        if seen == count:
-            done.set()
+        note()
         return compat_client.ConsumeStatus.CONSUME_SUCCESS
 
     consumer = compat_client.PushConsumer(group)
     consumer.set_name_server_address(namesrv)
     consumer.subscribe(TOPIC, callback)
-    profiler = Profiler(profile_dir, "consume-compat")
-    meter = CpuMeter(psutil.Process())
-    meter.start()
-    started = time.perf_counter()
-    consumer.start()
-    try:
-        if not done.wait(CONSUME_TIMEOUT):
-            raise SystemExit(f"compat consumer got only {next(counter) - 1} of {count} messages")
-        seconds = time.perf_counter() - started
-        cpu = meter.stop()
-    finally:
-        profiler.stop()
-        consumer.shutdown()
-    progress.update(task, completed=count)
-    result = rate_dict(count, seconds, cpu)
-    result["first_to_last_msgs_per_s"] = round(count / (started + seconds - first[0]), 1)
-    return result
+    return timed_consume(consumer, arrived, count, "compat", progress, task, profile_dir, "consume-compat")
 
 
 #: A timerfd pacing an event loop, for the latency producers (ours and NATS's).
