@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import abc
 import enum
 import urllib.parse
 import urllib.request
@@ -91,16 +92,16 @@ def fetch_namesrv_addr(domain: str) -> str:
     return lines[0].strip()
 
 
-class ClientSettings:
+class ClientSettings(abc.ABC):
     """What every compat client has: where and as whom it connects, and ``with`` to start and shut it down."""
 
     _connection: Connection
 
-    def start(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def start(self) -> None: ...
 
-    def shutdown(self) -> None:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def shutdown(self) -> None: ...
 
     def __enter__(self) -> Self:
         self.start()
