@@ -24,6 +24,3 @@ def pull_messages(instance: ClientInstance, mq: MessageQueue, offset: int = 0, *
     if result.status is not PullStatus.FOUND:
         return []
     return decode_records(result.body, decompress=decompress)
-
-
-
